@@ -1,0 +1,2 @@
+//! weir's segmented write-ahead log.
+#![warn(missing_docs)]

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite. Installs what the tests need when it is missing, builds once,
+# runs every test. Long soak/fuzz runs only with WEIR_SOAK=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+command -v cargo-nextest >/dev/null 2>&1 || cargo install cargo-nextest --locked
+
+log "build (tests and binaries)"
+cargo nextest run --workspace --no-run
+
+log "tests"
+cargo nextest run --workspace --no-fail-fast
+
+log "doctests"
+cargo test --workspace --doc
+
+log "loom models (weir-flow)"
+# A separate target directory keeps the --cfg loom build from invalidating the main one.
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
+  CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
+  cargo test -p weir-flow --release --test loom
