@@ -1,0 +1,6 @@
+//! loom models of weir-flow's concurrency code. Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p weir-flow --release --test loom`.
+#![cfg(loom)]
+
+mod queue;
+mod semaphore;

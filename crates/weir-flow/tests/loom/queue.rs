@@ -1,0 +1,1 @@
+//! loom models of the bounded queue.
