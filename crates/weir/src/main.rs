@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod cmd;
+
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
 #[command(name = "weir", version, about)]
@@ -13,15 +15,26 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the backpressure lab: simulated experiments on the real flow-control cores.
-    Lab,
+    Lab(cmd::lab::LabArgs),
+    /// Check a configuration file and print every bound, the memory estimate and the disk budgets.
+    Validate(cmd::validate::ValidateArgs),
+    /// Inspect or verify a write-ahead log directory.
+    #[command(subcommand)]
+    Wal(cmd::wal::WalCommand),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Lab => {
-            println!("weir lab: not built yet");
-            Ok(())
+    let result = match cli.command {
+        Command::Lab(args) => cmd::lab::run(args),
+        Command::Validate(args) => cmd::validate::run(args),
+        Command::Wal(command) => cmd::wal::run(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
         }
     }
 }

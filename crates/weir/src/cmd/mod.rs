@@ -1,0 +1,6 @@
+//! One module per subcommand; each exposes its clap arguments and a `run` function
+//! returning the process exit code.
+
+pub mod lab;
+pub mod validate;
+pub mod wal;
