@@ -104,9 +104,14 @@ fn draw(
     panel(&upper, lines, shade, end_ms, "messages waiting", |b| {
         b.depth_max
     })?;
-    panel(&lower, lines, shade, end_ms, "age of oldest waiting message (ms)", |b| {
-        b.oldest_age_ms_max
-    })?;
+    panel(
+        &lower,
+        lines,
+        shade,
+        end_ms,
+        "age of oldest waiting message (ms)",
+        |b| b.oldest_age_ms_max,
+    )?;
     root.present().map_err(|e| err(&e))
 }
 
@@ -155,7 +160,9 @@ fn panel<DB: DrawingBackend>(
             .draw_series(LineSeries::new(points, colour.stroke_width(2)))
             .map_err(|e| err(&e))?
             .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3))
+            });
     }
     chart
         .configure_series_labels()

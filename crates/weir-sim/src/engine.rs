@@ -94,6 +94,12 @@ pub trait Lane {
 
     /// The statistics of the strategy's queue (or buffer) at `now`.
     fn stats(&self, now: Timestamp) -> FlowStats;
+
+    /// A remark about the run for the lines under a table, if the strategy has one (the
+    /// adaptive window's range, say).
+    fn note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What one millisecond of a run looked like, after both phases.

@@ -8,8 +8,7 @@ use crate::engine::Outcome;
 pub const TABLE_HEADER: &str = "strategy          offered completed rejected expired maxDepth maxQueueWait  producerWait  finished";
 
 /// The line under the header.
-pub const TABLE_RULE: &str =
-    "--------------------------------------------------------------------------------------------------------";
+pub const TABLE_RULE: &str = "--------------------------------------------------------------------------------------------------------";
 
 /// One table row: the strategy's name and its outcome, in the lesson's layout.
 ///

@@ -78,7 +78,7 @@ impl ArrivalGaps {
                 gap as u64
             }
             Arrivals::Bursts { size, every_ms } => {
-                if self.index % (*size).max(1) == 0 {
+                if self.index.is_multiple_of((*size).max(1)) {
                     *every_ms
                 } else {
                     0

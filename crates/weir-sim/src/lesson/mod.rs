@@ -144,6 +144,8 @@ pub struct Row {
     pub outcome: Outcome,
     /// The run's time series in 10 ms buckets.
     pub series: Series,
+    /// The strategy's remark about the run, if any.
+    pub note: Option<String>,
 }
 
 /// Part 1 (slow consumer) and Part 2 (healthy consumer), seven rows each.
@@ -209,26 +211,29 @@ impl Lesson {
         out
     }
 
-    /// The lines under a table about the two rows the lesson does not have.
+    /// The lines under a table about the two rows the lesson does not have: how many
+    /// messages were superseded (the layout has no column for it), and the strategies'
+    /// remarks.
     fn notes(&self, rows: &[Row]) -> String {
-        let superseded: u64 = rows.iter().map(|r| r.outcome.superseded).sum();
-        let latest = rows
-            .iter()
-            .find(|r| matches!(r.strategy, Strategy::LatestPerKey { .. }))
-            .map_or(0, |r| r.outcome.superseded);
+        let superseded = |latest: bool| -> u64 {
+            rows.iter()
+                .filter(|r| matches!(r.strategy, Strategy::LatestPerKey { .. }) == latest)
+                .map(|r| r.outcome.superseded)
+                .sum()
+        };
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "  superseded: latest per key {latest} (key = message index mod {keys}; a newer message replaces the waiting one of its key), every other row {}.",
-            superseded - latest,
-            keys = self.limits.keys,
+            "  superseded: latest per key {} (key = message index mod {}; a newer message replaces the waiting one of its key), every other row {}.",
+            superseded(true),
+            self.limits.keys,
+            superseded(false),
         );
-        let _ = writeln!(
-            out,
-            "  adaptive credit: window {} while the oldest buffered message is at most {} ms old, smaller while it is older.",
-            self.limits.window,
-            self.limits.adaptive_target_age_ms()
-        );
+        for row in rows {
+            if let Some(note) = &row.note {
+                let _ = writeln!(out, "  {}: {note}.", row.name);
+            }
+        }
         out
     }
 }
@@ -251,6 +256,7 @@ fn run_part(limits: &Limits, slow: bool) -> Result<Vec<Row>, SimError> {
                 strategy,
                 outcome,
                 series,
+                note: lane.note(),
             })
         })
         .collect()
