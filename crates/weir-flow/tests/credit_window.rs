@@ -61,16 +61,16 @@ fn run(window: u64, mut adaptive: Option<AdaptiveWindow>) -> Outcome {
             next_item += 1;
             ready_at = now + 10;
         }
-        if busy_until.is_none() {
-            if let Some(arrived) = queue.pop_front() {
-                outcome.max_queue_wait_ms = outcome.max_queue_wait_ms.max(now - arrived);
-                if now >= 3_000 {
-                    outcome.settled_max_queue_wait_ms =
-                        outcome.settled_max_queue_wait_ms.max(now - arrived);
-                }
-                let service = if (2_000..6_000).contains(&now) { 20 } else { 5 };
-                busy_until = Some(now + service);
+        if busy_until.is_none()
+            && let Some(arrived) = queue.pop_front()
+        {
+            outcome.max_queue_wait_ms = outcome.max_queue_wait_ms.max(now - arrived);
+            if now >= 3_000 {
+                outcome.settled_max_queue_wait_ms =
+                    outcome.settled_max_queue_wait_ms.max(now - arrived);
             }
+            let service = if (2_000..6_000).contains(&now) { 20 } else { 5 };
+            busy_until = Some(now + service);
         }
         if outcome.completed == TOTAL {
             outcome.finished_ms = now;
