@@ -1,5 +1,9 @@
 //! Whole-configuration tests: defaults, every error kind, every error at once.
 
+mod properties;
+mod sources;
+mod types;
+
 use super::*;
 
 const MINIMAL: &str = r#"
