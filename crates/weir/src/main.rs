@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod config;
 
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
