@@ -79,6 +79,7 @@ pub mod chart;
 mod clock;
 mod engine;
 mod error;
+pub mod kafka;
 mod lanes;
 pub mod lesson;
 mod paced;

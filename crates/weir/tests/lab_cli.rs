@@ -125,3 +125,22 @@ fn csv_and_svg_files_are_written_and_repeatable() {
         );
     }
 }
+
+#[test]
+fn weir_lab_kafka_prints_the_comparison_and_the_rate_trace_repeatably() {
+    let out = stdout(&["lab", "kafka"]);
+    for needle in [
+        "time to fetch all 30000",
+        "fetch-phase rate",
+        "peak queue",
+        "p99 in-client dwell",
+        "total time",
+        "paused",
+        "resumed",
+        "AIMD rate limiter",
+        "Over the run:",
+    ] {
+        assert!(out.contains(needle), "no {needle:?} in {out}");
+    }
+    assert_eq!(out, stdout(&["lab", "kafka"]));
+}

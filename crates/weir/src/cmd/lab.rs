@@ -29,6 +29,10 @@ pub enum LabCommand {
     /// The backpressure lesson: five strategies against a slow and a healthy consumer,
     /// plus latest-per-key and adaptive credit, and the demand-rule traces.
     Lesson(LessonArgs),
+    /// Seed 001: a poll loop over 30,000 records into a slow downstream, unbounded
+    /// against pause/resume watermarks, then an AIMD rate limiter against a downstream
+    /// whose capacity moves.
+    Kafka,
 }
 
 /// Where to write time series and charts.
@@ -67,6 +71,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         None => lesson(&args.lesson),
         Some(LabCommand::Lesson(lesson_args)) => lesson(&lesson_args),
+        Some(LabCommand::Kafka) => {
+            let report = weir_sim::kafka::report(
+                &weir_sim::kafka::HandOffConfig::default(),
+                &weir_sim::kafka::AimdExperiment::default(),
+            )?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
