@@ -157,7 +157,7 @@ impl FileSource {
         let path = s.req("path", "a file path, or \"-\" for standard input");
         let max_line_bytes = s.or("max_line_bytes", ByteSize::mib(1));
         let batch_bytes = s.or("batch_bytes", ByteSize::mib(1));
-        if max_line_bytes > batch_bytes {
+        if max_line_bytes > batch_bytes && !s.failed(&["max_line_bytes", "batch_bytes"]) {
             s.error(
                 "max_line_bytes",
                 format!("{max_line_bytes} is more than batch_bytes = {batch_bytes}; the longest line must fit in a batch"),
@@ -268,7 +268,7 @@ impl NatsSource {
         let subjects = s.list("subjects").unwrap_or_default();
         let max_ack_pending = s.or("max_ack_pending", NonZeroU32::new(256).expect("256 > 0"));
         let fetch_batch = s.or("fetch_batch", NonZeroU32::new(64).expect("64 > 0"));
-        if fetch_batch > max_ack_pending {
+        if fetch_batch > max_ack_pending && !s.failed(&["fetch_batch", "max_ack_pending"]) {
             s.error(
                 "fetch_batch",
                 format!("{fetch_batch} is more than max_ack_pending = {max_ack_pending}; a fetch can never return more than the free credits"),

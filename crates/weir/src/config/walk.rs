@@ -89,6 +89,16 @@ impl<'a> Section<'a> {
         self.diag.error(&self.key_path(key), message);
     }
 
+    /// Whether any of `keys` of this section already has an error: it then holds a
+    /// stand-in default, and a check that compares it with another key is skipped.
+    pub(super) fn failed(&self, keys: &[&str]) -> bool {
+        let errors = self.diag.errors.borrow();
+        keys.iter().any(|key| {
+            let path = self.key_path(key);
+            errors.iter().any(|e| e.path() == Some(path.as_str()))
+        })
+    }
+
     /// Records an error about the section itself.
     pub(super) fn error_here(&self, message: impl Into<String>) {
         self.diag.error(&self.path, message);
