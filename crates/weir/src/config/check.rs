@@ -2,9 +2,11 @@
 //! byte semaphore.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use super::Config;
 use super::error::ConfigError;
+use super::sink::SinkKind;
 use super::source::SourceKind;
 use super::walk::{Section, join};
 
@@ -32,7 +34,52 @@ pub(super) fn cross_check(config: &Config, errors: &mut Vec<ConfigError>) {
     let mut found = Vec::new();
     check_listen_addresses(config, &failed, &mut found);
     check_batches_fit_the_wal(config, &failed, &mut found);
+    check_directories(config, &failed, &mut found);
     errors.extend(found);
+}
+
+/// The WAL, the quarantine and every file-writing sink need a directory of their own:
+/// sharing one, they would delete or overwrite each other's files.
+fn check_directories(
+    config: &Config,
+    failed: &dyn Fn(&str) -> bool,
+    errors: &mut Vec<ConfigError>,
+) {
+    let mut dirs: Vec<(String, &Path)> = vec![
+        ("wal.dir".to_owned(), config.wal.dir.as_path()),
+        ("quarantine.dir".to_owned(), config.quarantine.dir.as_path()),
+    ];
+    for (name, sink) in &config.sinks {
+        let path = match &sink.kind {
+            SinkKind::File(file) => &file.path,
+            SinkKind::Parquet(parquet) => &parquet.path,
+            SinkKind::ObjectStore(_) | SinkKind::Http(_) | SinkKind::Blackhole(_) => continue,
+        };
+        dirs.push((join(&join("sinks", name), "path"), path.as_path()));
+    }
+    dirs.retain(|(path, _)| !failed(path));
+    for (i, (path, dir)) in dirs.iter().enumerate() {
+        let normal = normalize(dir);
+        if let Some((other_path, _)) = dirs[..i]
+            .iter()
+            .find(|(_, other)| normalize(other) == normal)
+        {
+            errors.push(ConfigError::Key {
+                path: path.clone(),
+                message: format!(
+                    "{} is also {other_path}; each needs its own directory, or their files would collide",
+                    dir.display()
+                ),
+            });
+        }
+    }
+}
+
+/// A path with `.` components and trailing separators removed, for comparison only.
+fn normalize(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }
 
 /// Two listeners on one port conflict when the addresses are equal or either is the

@@ -406,3 +406,21 @@ fn pair_checks_skip_a_key_that_already_failed() {
     let retry = with(&[], "retry = { initial = \"1h\", max = 5 }\n");
     assert_eq!(paths(&retry), ["sinks.lake.retry.max"]);
 }
+
+#[test]
+fn directories_are_not_shared() {
+    let text = with(
+        &[(
+            "max_disk = \"1 GiB\"",
+            "max_disk = \"1 GiB\"\ndir = \"./weir-data/quarantine/\"",
+        )],
+        "\n[sinks.copy]\ntype = \"file\"\ninputs = [\"gen\"]\npath = \"weir-out/lake\"\n",
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "quarantine.dir: ./weir-data/quarantine is also wal.dir; each needs its own directory, or their files would collide",
+            "sinks.lake.path: ./weir-out/lake is also sinks.copy.path; each needs its own directory, or their files would collide",
+        ]
+    );
+}
