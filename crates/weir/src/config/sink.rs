@@ -325,7 +325,7 @@ fn parse_retry(s: &mut Section<'_>) -> Retry {
         initial: t.or("initial", default.initial),
         max: t.or("max", default.max),
     };
-    if retry.initial > retry.max {
+    if retry.initial > retry.max && !t.failed(&["initial", "max"]) {
         t.error(
             "initial",
             format!("{} is longer than retry.max = {}", retry.initial, retry.max),
