@@ -85,6 +85,7 @@ pub mod lesson;
 mod paced;
 mod report;
 mod rng;
+pub mod scenario;
 mod series;
 mod strategy;
 mod workload;
