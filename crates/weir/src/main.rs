@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 
 mod cmd;
+#[allow(dead_code, reason = "the daemon runtime is built on it next")]
+mod record;
 mod config;
 
 /// weir: a backpressure-aware ingest pipeline.
