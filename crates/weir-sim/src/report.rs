@@ -27,8 +27,12 @@ pub const TABLE_RULE: &str = "--------------------------------------------------
 /// );
 /// ```
 pub fn format_row(name: &str, outcome: &Outcome) -> String {
+    format_row_with_width(name, outcome, 16)
+}
+
+fn format_row_with_width(name: &str, outcome: &Outcome, name_width: usize) -> String {
     format!(
-        "{name:<16}{:>9}{:>10}{:>9}{:>8}{:>9}{:>10} ms{:>11} ms{:>7} ms",
+        "{name:<name_width$}{:>9}{:>10}{:>9}{:>8}{:>9}{:>10} ms{:>11} ms{:>7} ms",
         outcome.offered,
         outcome.completed,
         outcome.rejected,
@@ -42,15 +46,19 @@ pub fn format_row(name: &str, outcome: &Outcome) -> String {
 
 /// A whole table: header, rule and one row per `(name, outcome)`, each line ending in a
 /// newline.
+///
+/// The name column is the lesson's 16 characters, widened when a name needs more.
 pub fn format_table<'a>(rows: impl IntoIterator<Item = (&'a str, &'a Outcome)>) -> String {
+    let rows: Vec<(&str, &Outcome)> = rows.into_iter().collect();
+    let longest = rows.iter().map(|(name, _)| name.chars().count() + 1);
+    let name_width = longest.max().unwrap_or(0).max(16);
+    let widen = name_width - 16;
     let mut out = String::new();
-    out.push_str(TABLE_HEADER);
-    out.push('\n');
-    out.push_str(TABLE_RULE);
-    out.push('\n');
+    let _ = writeln!(out, "{:<name_width$}{}", "strategy", &TABLE_HEADER[16..]);
+    let _ = writeln!(out, "{TABLE_RULE}{}", "-".repeat(widen));
     for (name, outcome) in rows {
         // Writing to a String cannot fail.
-        let _ = writeln!(out, "{}", format_row(name, outcome));
+        let _ = writeln!(out, "{}", format_row_with_width(name, outcome, name_width));
     }
     out
 }

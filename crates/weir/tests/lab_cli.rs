@@ -125,3 +125,79 @@ fn csv_and_svg_files_are_written_and_repeatable() {
         );
     }
 }
+
+#[test]
+fn weir_lab_kafka_prints_the_comparison_and_the_rate_trace_repeatably() {
+    let out = stdout(&["lab", "kafka"]);
+    for needle in [
+        "time to fetch all 30000",
+        "fetch-phase rate",
+        "peak queue",
+        "p99 in-client dwell",
+        "total time",
+        "paused",
+        "resumed",
+        "AIMD rate limiter",
+        "Over the run:",
+    ] {
+        assert!(out.contains(needle), "no {needle:?} in {out}");
+    }
+    assert_eq!(out, stdout(&["lab", "kafka"]));
+}
+
+#[test]
+fn weir_lab_run_runs_every_shipped_example() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lab");
+    let mut ran = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let path = path.to_str().unwrap();
+        let out = stdout(&["lab", "run", path]);
+        assert!(out.contains("strategy "), "{path}: {out}");
+        assert_eq!(out, stdout(&["lab", "run", path]), "{path}");
+        ran += 1;
+    }
+    assert!(ran >= 2);
+}
+
+#[test]
+fn weir_lab_run_names_the_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        "messages = 10\narrivals = { process = \"constant\", interval_ms = 10 }\n\
+         service = { default_ms = 5 }\nstrategies = [{ kind = \"block\", capacity = 0 }]\n",
+    )
+    .unwrap();
+    let out = weir(&["lab", "run", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("strategies[0].capacity: must be at least 1, found 0"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn weir_lab_run_writes_csv_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lab/bursts.toml");
+    let out_dir = dir.path().to_str().unwrap();
+    stdout(&[
+        "lab",
+        "run",
+        example.to_str().unwrap(),
+        "--csv",
+        out_dir,
+        "--svg",
+        out_dir,
+    ]);
+    let svg = std::fs::read_to_string(dir.path().join("bursts.svg")).unwrap();
+    assert!(svg.contains("messages waiting"));
+    assert!(dir.path().join("bursts-unbounded-queue.csv").exists());
+}

@@ -29,6 +29,23 @@ pub enum LabCommand {
     /// The backpressure lesson: five strategies against a slow and a healthy consumer,
     /// plus latest-per-key and adaptive credit, and the demand-rule traces.
     Lesson(LessonArgs),
+    /// Seed 001: a poll loop over 30,000 records into a slow downstream, unbounded
+    /// against pause/resume watermarks, then an AIMD rate limiter against a downstream
+    /// whose capacity moves.
+    Kafka,
+    /// Run a scenario file (TOML): arrival process, service-time schedule, strategies
+    /// and their limits. See examples/lab/ for the format.
+    Run(RunArgs),
+}
+
+/// Options of `weir lab run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// Time series and chart output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Where to write time series and charts.
@@ -67,7 +84,46 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         None => lesson(&args.lesson),
         Some(LabCommand::Lesson(lesson_args)) => lesson(&lesson_args),
+        Some(LabCommand::Kafka) => {
+            let report = weir_sim::kafka::report(
+                &weir_sim::kafka::HandOffConfig::default(),
+                &weir_sim::kafka::AimdExperiment::default(),
+            )?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(LabCommand::Run(run_args)) => scenario(&run_args),
     }
+}
+
+fn scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("reading the scenario file {}", args.file.display()))?;
+    let scenario = weir_sim::scenario::Scenario::from_toml(&text)
+        .with_context(|| format!("in {}", args.file.display()))?;
+    let run = scenario.run()?;
+    print!("{}", scenario.report(&run));
+    let stem = args
+        .file
+        .file_stem()
+        .map_or_else(|| "scenario".to_owned(), |s| slug(&s.to_string_lossy()));
+    if let Some(dir) = &args.output.csv {
+        for row in &run.rows {
+            let file = dir.join(format!("{stem}-{}.csv", slug(&row.name)));
+            write(&file, &row.series.to_csv())?;
+        }
+    }
+    if let Some(dir) = &args.output.svg {
+        let lines: Vec<weir_sim::chart::Line<'_>> = run
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), &r.series))
+            .collect();
+        let title = scenario.title.clone().unwrap_or_else(|| stem.clone());
+        let svg = weir_sim::chart::depth_and_age_chart(&title, &lines, scenario.slow_period())?;
+        write(&dir.join(format!("{stem}.svg")), &svg)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn lesson(args: &LessonArgs) -> anyhow::Result<ExitCode> {

@@ -38,10 +38,6 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// The dotted key path this error is about, if it is about a key.
-    #[allow(
-        dead_code,
-        reason = "public API of the config model; used by tests so far"
-    )]
     pub fn path(&self) -> Option<&str> {
         match self {
             Self::Key { path, .. } => Some(path),

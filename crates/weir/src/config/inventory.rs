@@ -95,10 +95,10 @@ impl Config {
                 SourceKind::File(f) => add(
                     at("batch"),
                     Some(f.batch_size.get().into()),
-                    times(f.batch_size.get(), f.max_line_bytes.bytes()),
+                    f.batch_bytes.bytes(),
                     format!(
-                        "lines being batched: batch_size {} × max_line_bytes {}",
-                        f.batch_size, f.max_line_bytes
+                        "lines being batched: batch_size {} lines or batch_bytes {}",
+                        f.batch_size, f.batch_bytes
                     ),
                 ),
                 SourceKind::Http(h) => add(

@@ -44,45 +44,19 @@ use serde::Serialize;
     unused_imports,
     reason = "public API of the config model, used by the runtime"
 )]
-pub use error::{ConfigError, ConfigErrors};
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use hash::ConfigHash;
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use inventory::{DiskBudget, Inventory, QueueBound};
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use mqtt::{MqttProtocol, MqttScheme, MqttSource, MqttTopic, MqttUrl, Qos};
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use runtime::{OnFull, QuarantineConfig, RuntimeConfig, WalConfig, WalSync};
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use sink::{
-    BlackholeSink, Compression, FileSink, Format, HttpSink, MaxLag, ObjectStoreSink,
-    ParquetEncoding, ParquetSink, Retry, Rotate, SinkConfig, SinkKind, StartFrom,
+pub use self::{
+    error::{ConfigError, ConfigErrors},
+    hash::ConfigHash,
+    inventory::{DiskBudget, Inventory, QueueBound},
+    mqtt::{MqttProtocol, MqttScheme, MqttSource, MqttTopic, MqttUrl, Qos},
+    runtime::{OnFull, QuarantineConfig, RuntimeConfig, WalConfig, WalSync},
+    sink::{
+        BlackholeSink, Compression, FileSink, Format, HttpSink, MaxLag, ObjectStoreSink,
+        ParquetEncoding, ParquetSink, Retry, Rotate, SinkConfig, SinkKind, StartFrom,
+    },
+    source::{FileSource, GeneratorSource, HttpSource, NatsSource, SourceConfig, SourceKind},
+    units::{ByteSize, Duration, format_bytes},
 };
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use source::{FileSource, GeneratorSource, HttpSource, NatsSource, SourceConfig, SourceKind};
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use units::{ByteSize, Duration, format_bytes};
 
 use walk::{Diagnostics, Section};
 
@@ -91,6 +65,8 @@ use walk::{Diagnostics, Section};
 /// # Examples
 ///
 /// ```ignore
+/// // `weir` is a binary crate, so rustdoc does not run this; the same code is the unit
+/// // test `config::tests::types::the_documented_example_holds`.
 /// let config = Config::from_toml(r#"
 ///     [runtime]
 ///     data_dir = "./weir-data"

@@ -173,6 +173,7 @@ impl WalConfig {
         };
         if let Some(max_disk) = max_disk
             && segment_bytes.bytes() > max_disk.bytes() / 2
+            && !s.failed(&["segment_bytes"])
         {
             s.error(
                 "segment_bytes",

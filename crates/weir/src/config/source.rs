@@ -85,24 +85,20 @@ impl SourceConfig {
         })
     }
 
-    /// The largest batch this source can hand the WAL at once, in bytes: what the WAL's
-    /// byte semaphore must be able to admit.
+    /// The largest unit this source must hand the WAL whole, in bytes, and the keys that
+    /// set it: what the WAL's byte semaphore must be able to admit at once. Sources that
+    /// take records one by one (MQTT, NATS) cut their batches by bytes, so for them it is
+    /// one record; an HTTP body is acknowledged whole, so it is the body.
     pub fn max_batch_bytes(&self) -> (u64, &'static str) {
         match &self.kind {
             SourceKind::Generator(g) => (
                 u64::from(g.batch_size.get()).saturating_mul(g.size.bytes()),
                 "batch_size × size",
             ),
-            SourceKind::File(f) => (
-                u64::from(f.batch_size.get()).saturating_mul(f.max_line_bytes.bytes()),
-                "batch_size × max_line_bytes",
-            ),
+            SourceKind::File(f) => (f.batch_bytes.bytes(), "batch_bytes"),
             SourceKind::Http(h) => (h.max_body.bytes(), "max_body"),
             SourceKind::Mqtt(m) => (m.max_message_bytes.bytes(), "max_message_bytes"),
-            SourceKind::Nats(n) => (
-                u64::from(n.fetch_batch.get()).saturating_mul(n.max_message_bytes.bytes()),
-                "fetch_batch × max_message_bytes",
-            ),
+            SourceKind::Nats(n) => (n.max_message_bytes.bytes(), "max_message_bytes"),
         }
     }
 }
@@ -147,18 +143,30 @@ pub struct FileSource {
     /// The file, or `-` for standard input. Required.
     pub path: PathBuf,
     /// Longest line accepted; a longer line is quarantined, never buffered whole.
-    /// Default 1 MiB.
+    /// Default 1 MiB, at most `batch_bytes`.
     pub max_line_bytes: ByteSize,
     /// Lines per batch handed to the WAL. Default 256.
     pub batch_size: NonZeroU32,
+    /// Bytes per batch handed to the WAL; a batch is cut before it would pass this.
+    /// Default 1 MiB.
+    pub batch_bytes: ByteSize,
 }
 
 impl FileSource {
     fn parse(s: &mut Section<'_>) -> Option<Self> {
         let path = s.req("path", "a file path, or \"-\" for standard input");
+        let max_line_bytes = s.or("max_line_bytes", ByteSize::mib(1));
+        let batch_bytes = s.or("batch_bytes", ByteSize::mib(1));
+        if max_line_bytes > batch_bytes && !s.failed(&["max_line_bytes", "batch_bytes"]) {
+            s.error(
+                "max_line_bytes",
+                format!("{max_line_bytes} is more than batch_bytes = {batch_bytes}; the longest line must fit in a batch"),
+            );
+        }
         Some(Self {
-            max_line_bytes: s.or("max_line_bytes", ByteSize::mib(1)),
+            max_line_bytes,
             batch_size: s.or("batch_size", NonZeroU32::new(256).expect("256 > 0")),
+            batch_bytes,
             path: path?,
         })
     }
@@ -260,7 +268,7 @@ impl NatsSource {
         let subjects = s.list("subjects").unwrap_or_default();
         let max_ack_pending = s.or("max_ack_pending", NonZeroU32::new(256).expect("256 > 0"));
         let fetch_batch = s.or("fetch_batch", NonZeroU32::new(64).expect("64 > 0"));
-        if fetch_batch > max_ack_pending {
+        if fetch_batch > max_ack_pending && !s.failed(&["fetch_batch", "max_ack_pending"]) {
             s.error(
                 "fetch_batch",
                 format!("{fetch_batch} is more than max_ack_pending = {max_ack_pending}; a fetch can never return more than the free credits"),

@@ -89,6 +89,16 @@ impl<'a> Section<'a> {
         self.diag.error(&self.key_path(key), message);
     }
 
+    /// Whether any of `keys` of this section already has an error: it then holds a
+    /// stand-in default, and a check that compares it with another key is skipped.
+    pub(super) fn failed(&self, keys: &[&str]) -> bool {
+        let errors = self.diag.errors.borrow();
+        keys.iter().any(|key| {
+            let path = self.key_path(key);
+            errors.iter().any(|e| e.path() == Some(path.as_str()))
+        })
+    }
+
     /// Records an error about the section itself.
     pub(super) fn error_here(&self, message: impl Into<String>) {
         self.diag.error(&self.path, message);
@@ -152,12 +162,10 @@ impl<'a> Section<'a> {
             );
             return None;
         };
+        // The tag's FromValue already suggests the closest choice for a typo.
         match T::from_value(value) {
             Ok(tag) => Some(tag),
-            Err(mut message) => {
-                if let Some(close) = value.as_str().and_then(|text| closest(text, choices)) {
-                    message.push_str(&format!(" (did you mean \"{close}\"?)"));
-                }
+            Err(message) => {
                 self.error(key, message);
                 None
             }
@@ -172,7 +180,7 @@ impl<'a> Section<'a> {
             self.error(
                 key,
                 format!(
-                    "expected a list of {}, found {}",
+                    "expected a list, each element {}, found {}",
                     T::EXPECTED,
                     describe(value)
                 ),
@@ -267,30 +275,44 @@ impl<'a> Section<'a> {
     }
 }
 
-/// The allowed name closest to `word`, if it is a plausible typo (edit distance ≤ 2).
+/// The allowed name closest to `word`, if it is a plausible typo: at most one edit per
+/// three characters (at least one), counting a swap of neighbours as one edit.
 pub(super) fn closest<'n>(word: &str, names: &[&'n str]) -> Option<&'n str> {
+    let limit = (word.chars().count() / 3).max(1);
     names
         .iter()
         .map(|name| (edit_distance(word, name), *name))
-        .filter(|(distance, _)| *distance <= 2)
+        .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, name)| name)
 }
 
-/// Levenshtein distance over characters; names here are short.
+/// Optimal-string-alignment distance over characters: insertions, deletions,
+/// substitutions and swaps of neighbours. Names here are short.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = Vec::with_capacity(b.len() + 1);
-        current.push(i + 1);
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
+    // d[i][j]: distance between a[..i] and b[..j].
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    previous[b.len()]
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -353,7 +375,10 @@ mod tests {
     fn edit_distance_counts_single_edits() {
         assert_eq!(edit_distance("rotat", "rotate"), 1);
         assert_eq!(edit_distance("parket", "parquet"), 2);
+        assert_eq!(edit_distance("gne", "gen"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(closest("qqqq", &["rotate"]), None);
+        assert_eq!(closest("path", &["rate"]), None);
+        assert_eq!(closest("parket", &["file", "parquet"]), Some("parquet"));
     }
 }

@@ -1,5 +1,9 @@
 //! Whole-configuration tests: defaults, every error kind, every error at once.
 
+mod properties;
+mod sources;
+mod types;
+
 use super::*;
 
 const MINIMAL: &str = r#"
@@ -363,4 +367,60 @@ fn the_hash_ignores_formatting_and_explicit_defaults() {
         "{shown}"
     );
     assert_eq!(base.hex().len(), 64);
+}
+
+#[test]
+fn cross_checks_skip_keys_that_already_failed() {
+    let text = with(
+        &[
+            (
+                "on_full = \"block\"",
+                "on_full = \"block\"\nmax_pending_bytes = \"tiny\"",
+            ),
+            (
+                "data_dir = \"./weir-data\"",
+                "data_dir = \"./weir-data\"\nstatus_addr = \"127.0.0.1\"",
+            ),
+        ],
+        "\n[sources.api]\ntype = \"http\"\nlisten = \"127.0.0.1:9464\"\nmax_body = \"9 MiB\"\n",
+    );
+    // Without the skip, the stand-in defaults (8 MiB, 127.0.0.1:9464) would add two
+    // errors that are only consequences of these two.
+    assert_eq!(
+        paths(&text),
+        ["runtime.status_addr", "wal.max_pending_bytes"]
+    );
+}
+
+#[test]
+fn pair_checks_skip_a_key_that_already_failed() {
+    // An invalid segment_bytes stands in as 64 MiB, which would not fit twice in 100 MiB.
+    let segments = with(
+        &[(
+            "max_disk = \"1 GiB\"",
+            "max_disk = \"100 MiB\"\nsegment_bytes = \"x\"",
+        )],
+        "",
+    );
+    assert_eq!(paths(&segments), ["wal.segment_bytes"]);
+    let retry = with(&[], "retry = { initial = \"1h\", max = 5 }\n");
+    assert_eq!(paths(&retry), ["sinks.lake.retry.max"]);
+}
+
+#[test]
+fn directories_are_not_shared() {
+    let text = with(
+        &[(
+            "max_disk = \"1 GiB\"",
+            "max_disk = \"1 GiB\"\ndir = \"./weir-data/quarantine/\"",
+        )],
+        "\n[sinks.copy]\ntype = \"file\"\ninputs = [\"gen\"]\npath = \"weir-out/lake\"\n",
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "quarantine.dir: ./weir-data/quarantine is also wal.dir; each needs its own directory, or their files would collide",
+            "sinks.lake.path: ./weir-out/lake is also sinks.copy.path; each needs its own directory, or their files would collide",
+        ]
+    );
 }
