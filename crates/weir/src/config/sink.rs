@@ -265,6 +265,21 @@ fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
         );
         return None;
     }
+    if let Some(value) = s.raw("inputs")
+        && !value.is_array()
+    {
+        let hint = value
+            .as_str()
+            .map_or_else(String::new, |name| format!(": write inputs = [{name:?}]"));
+        s.error(
+            "inputs",
+            format!(
+                "expected a list of source names, found {}{hint}",
+                super::units::describe(value)
+            ),
+        );
+        return None;
+    }
     let inputs = s.list::<String>("inputs")?;
     if inputs.is_empty() {
         s.error(

@@ -317,7 +317,17 @@ macro_rules! string_enum {
                 match value.as_str() {
                     Some($first) => Ok(Self::$first_variant),
                     $(Some($text) => Ok(Self::$variant),)*
-                    _ => Err($crate::config::units::mismatch(Self::EXPECTED, value)),
+                    _ => {
+                        let mut message = $crate::config::units::mismatch(Self::EXPECTED, value);
+                        let choices = [$first $(, $text)*];
+                        if let Some(close) = value
+                            .as_str()
+                            .and_then(|text| $crate::config::walk::closest(text, &choices))
+                        {
+                            message.push_str(&format!(" (did you mean \"{close}\"?)"));
+                        }
+                        Err(message)
+                    }
                 }
             }
         }

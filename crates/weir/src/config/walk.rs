@@ -162,12 +162,10 @@ impl<'a> Section<'a> {
             );
             return None;
         };
+        // The tag's FromValue already suggests the closest choice for a typo.
         match T::from_value(value) {
             Ok(tag) => Some(tag),
-            Err(mut message) => {
-                if let Some(close) = value.as_str().and_then(|text| closest(text, choices)) {
-                    message.push_str(&format!(" (did you mean \"{close}\"?)"));
-                }
+            Err(message) => {
                 self.error(key, message);
                 None
             }
@@ -182,7 +180,7 @@ impl<'a> Section<'a> {
             self.error(
                 key,
                 format!(
-                    "expected a list of {}, found {}",
+                    "expected a list, each element {}, found {}",
                     T::EXPECTED,
                     describe(value)
                 ),
