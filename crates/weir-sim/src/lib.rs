@@ -82,6 +82,7 @@ mod error;
 pub mod kafka;
 mod lanes;
 pub mod lesson;
+pub mod littles_law;
 mod paced;
 mod report;
 mod rng;

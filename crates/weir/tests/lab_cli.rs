@@ -201,3 +201,21 @@ fn weir_lab_run_writes_csv_and_svg() {
     assert!(svg.contains("messages waiting"));
     assert!(dir.path().join("bursts-unbounded-queue.csv").exists());
 }
+
+#[test]
+fn weir_lab_littles_law_sweeps_the_depth_repeatably() {
+    let args = ["lab", "littles-law", "--operations", "300"];
+    let out = stdout(&args);
+    assert!(
+        out.contains("littles_law_depth(100/s, 1000 ms) = 100"),
+        "{out}"
+    );
+    for depth in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{depth} "))),
+            "no depth {depth} row in {out}"
+        );
+    }
+    assert_eq!(out, stdout(&args));
+}

@@ -33,9 +33,26 @@ pub enum LabCommand {
     /// against pause/resume watermarks, then an AIMD rate limiter against a downstream
     /// whose capacity moves.
     Kafka,
+    /// Seed 002: a slow stage behind the ordered concurrent stage, in-flight depth
+    /// swept 1..256, with a fixed and a heavy-tailed latency.
+    LittlesLaw(LittlesLawArgs),
     /// Run a scenario file (TOML): arrival process, service-time schedule, strategies
     /// and their limits. See examples/lab/ for the format.
     Run(RunArgs),
+}
+
+/// Options of `weir lab littles-law`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LittlesLawArgs {
+    /// The slow stage's latency (fixed; the median of the heavy-tailed one), in ms.
+    #[arg(long, value_name = "MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub latency: u64,
+    /// The seed of the heavy-tailed latencies.
+    #[arg(long, default_value_t = 2026)]
+    pub seed: u64,
+    /// Operations per run.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub operations: u64,
 }
 
 /// Options of `weir lab run`.
@@ -90,6 +107,18 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 &weir_sim::kafka::AimdExperiment::default(),
             )?;
             print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(LabCommand::LittlesLaw(args)) => {
+            let experiment = weir_sim::littles_law::LittlesLaw {
+                operations: args.operations,
+                ..weir_sim::littles_law::LittlesLaw::default()
+            };
+            let latency = std::time::Duration::from_millis(args.latency);
+            print!(
+                "{}",
+                weir_sim::littles_law::report(&experiment, latency, args.seed)?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Some(LabCommand::Run(run_args)) => scenario(&run_args),
