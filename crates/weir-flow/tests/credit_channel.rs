@@ -187,3 +187,44 @@ proptest! {
         }
     }
 }
+
+/// Sender and receiver on different worker threads, demand granted in uneven chunks:
+/// every item arrives once, in order, and no wakeup is lost (a lost one would hang
+/// and trip the timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lost_wakeups_across_threads() {
+    for round in 0..50u64 {
+        let (mut tx, mut rx) = credit::channel::<u64>(cap(4));
+        let sender = tokio::spawn(async move {
+            for i in 0..500 {
+                tx.send(i).await.unwrap();
+            }
+            tx.complete();
+        });
+        let receiver = tokio::spawn(async move {
+            let mut expected = 0;
+            let _ = rx.request(1 + round % 7);
+            loop {
+                match rx.recv().await {
+                    Ok(item) => {
+                        assert_eq!(item, expected);
+                        expected += 1;
+                        if rx.demand() == 0 && rx.buffered() == 0 {
+                            let _ = rx.request(1 + (expected + round) % 5);
+                        }
+                    }
+                    Err(end) => {
+                        assert_eq!(end, RecvError::Completed);
+                        break expected;
+                    }
+                }
+            }
+        });
+        let received = tokio::time::timeout(Duration::from_secs(10), receiver)
+            .await
+            .expect("no lost wakeup")
+            .unwrap();
+        sender.await.unwrap();
+        assert_eq!(received, 500);
+    }
+}
