@@ -222,6 +222,19 @@ impl<O, E> OrderedCore<O, E> {
         self.finish(attempt.seq, Err(failure), 0)
     }
 
+    /// Gives up on an attempt that ended without an outcome (e.g. its task
+    /// panicked): the operation is released in order as [`OrderedError::Abandoned`],
+    /// so the stage does not wait for it for ever.
+    pub fn abandon(&mut self, attempt: Attempt) -> Completion {
+        if !self.is_current(attempt) {
+            return Completion::Stale;
+        }
+        let failure = OrderedError::Abandoned {
+            attempts: attempt.number,
+        };
+        self.finish(attempt.seq, Err(failure), 0)
+    }
+
     /// Reports that `attempt` timed out (the caller's timer fired at its deadline):
     /// retried while attempts remain, otherwise released as
     /// [`OrderedError::TimedOut`].

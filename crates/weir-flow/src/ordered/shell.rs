@@ -23,8 +23,9 @@ type Weigher<O> = Arc<dyn Fn(&O) -> u64 + Send + Sync>;
 /// [`submit`](Self::submit) waits for admission (FIFO among submitters);
 /// [`next`](Self::next) waits for the next result in order. Each operation runs in
 /// its own tokio task; an attempt that overruns `attempt_timeout` is dropped (its
-/// future cancelled) and retried. Dropping the stage aborts the operations still
-/// running. The methods take `&self`, so a producer and a consumer can share the stage
+/// future cancelled) and retried; an operation that panics is given up and released
+/// in its place as [`OrderedError::Abandoned`]. Dropping the stage aborts the
+/// operations still running. The methods take `&self`, so a producer and a consumer can share the stage
 /// (e.g. in an `Arc`, or in the two branches of a `select!`).
 ///
 /// Inputs are `Clone` because a retry runs `op` again on the same input. Results
@@ -260,8 +261,9 @@ impl<I, O, E, F> OrderedStage<I, O, E, F> {
 
 impl<I, O, E, F> Drop for OrderedStage<I, O, E, F> {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        for (_, task) in state.tasks.drain() {
+        let tasks: Vec<AbortHandle> = self.shared.lock().tasks.drain().map(|(_, t)| t).collect();
+        // Aborted outside the lock: each task's clean-up takes it.
+        for task in tasks {
             task.abort();
         }
     }
@@ -273,13 +275,20 @@ async fn run<I, O, E, F, Fut>(
     op: Arc<F>,
     weigh: Weigher<O>,
     input: I,
-    mut attempt: Attempt,
+    attempt: Attempt,
 ) where
     I: Clone,
     F: Fn(I) -> Fut,
     Fut: Future<Output = Result<O, E>>,
 {
+    let mut guard = RunGuard {
+        shared,
+        attempt,
+        done: false,
+    };
+    let shared = Arc::clone(&guard.shared);
     loop {
+        let attempt = guard.attempt;
         let call = op(input.clone());
         let outcome = match attempt.deadline {
             Some(deadline) => tokio::time::timeout_at(shared.clock.instant_at(deadline), call)
@@ -288,31 +297,51 @@ async fn run<I, O, E, F, Fut>(
             None => Some(call.await),
         };
         let now = shared.clock.now();
+        // The weigher is caller code: run it outside the lock.
+        let weight = match &outcome {
+            Some(Ok(output)) => weigh(output),
+            _ => 0,
+        };
         let completion = {
             let mut state = shared.lock();
             match outcome {
-                Some(Ok(output)) => {
-                    let weight = weigh(&output);
-                    state.core.complete(attempt, Ok(output), weight, now)
-                }
-                Some(Err(error)) => state.core.complete(attempt, Err(error), 0, now),
+                Some(result) => state.core.complete(attempt, result, weight, now),
                 None => state.core.time_out(attempt, now),
             }
         };
-        match completion {
-            Completion::RetryAt(at) => {
-                tokio::time::sleep_until(shared.clock.instant_at(at)).await;
-                let now = shared.clock.now();
-                let next = shared.lock().core.begin_retry(attempt.seq, now);
-                match next {
-                    Some(next) => attempt = next,
-                    None => break,
-                }
-            }
-            Completion::Done | Completion::Stale => break,
+        let Completion::RetryAt(at) = completion else {
+            break;
+        };
+        tokio::time::sleep_until(shared.clock.instant_at(at)).await;
+        let now = shared.clock.now();
+        let next = shared.lock().core.begin_retry(attempt.seq, now);
+        match next {
+            Some(next) => guard.attempt = next,
+            None => break,
         }
     }
-    shared.lock().tasks.remove(&attempt.seq);
-    shared.results.notify_waiters();
-    shared.room.notify_waiters();
+    guard.done = true;
+}
+
+/// Clean-up for one operation's task, run however the task ends: forgets its abort
+/// handle, wakes the consumer and submitters, and — if the task is unwinding from a
+/// panic in the operation — gives the operation up so the stage does not stall.
+struct RunGuard<O, E> {
+    shared: Arc<Shared<O, E>>,
+    attempt: Attempt,
+    done: bool,
+}
+
+impl<O, E> Drop for RunGuard<O, E> {
+    fn drop(&mut self) {
+        {
+            let mut state = self.shared.lock();
+            if !self.done && std::thread::panicking() {
+                let _ = state.core.abandon(self.attempt);
+            }
+            state.tasks.remove(&self.attempt.seq);
+        }
+        self.shared.results.notify_waiters();
+        self.shared.room.notify_waiters();
+    }
 }
