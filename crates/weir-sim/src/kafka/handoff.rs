@@ -183,6 +183,18 @@ impl Run<'_> {
 
 /// Runs the experiment with one hand-off.
 ///
+/// # Examples
+///
+/// ```
+/// use weir_sim::kafka::{HandOff, HandOffConfig, run_handoff};
+///
+/// let config = HandOffConfig { records: 5_000, ..HandOffConfig::default() };
+/// let bounded = run_handoff(&config, HandOff::Watermarked).unwrap();
+/// assert!(bounded.max_queue <= config.high + config.max_poll_records);
+/// let unbounded = run_handoff(&config, HandOff::Unbounded).unwrap();
+/// assert!(unbounded.p99_dwell > bounded.p99_dwell);
+/// ```
+///
 /// # Errors
 ///
 /// [`SimError::BadLimit`] if the watermarks are inconsistent (`low >= high`) or a limit
