@@ -33,7 +33,7 @@ pub struct Bucket {
 /// assert!(series.buckets().is_empty());
 /// assert_eq!(series.to_csv().lines().next(), Some("start_ms,depth_max,oldest_age_ms_max,completions,lost"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Series {
     bucket_ms: u64,
     buckets: Vec<Bucket>,
