@@ -68,7 +68,7 @@ pub struct RunArgs {
 /// Where to write time series and charts.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutputArgs {
-    /// Write per-strategy time series (10 ms buckets) as CSV files into DIR.
+    /// Write per-strategy time series as CSV files into DIR (10 ms buckets; 100 ms for kafka).
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
     /// Write SVG charts of queue depth and oldest age into DIR.
