@@ -3,6 +3,9 @@
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod config;
+#[allow(dead_code, reason = "the daemon runtime is built on it next")]
+mod record;
 
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
