@@ -38,7 +38,9 @@
 //! 1. **Time moves in whole milliseconds.** Within a millisecond the **producer acts
 //!    first** (an arrival, an offer, a retried blocked put, a credit-paced emission),
 //!    **then the consumer**: first a completion, then the next pick. An idle consumer
-//!    takes a message the moment it is queued, in the same millisecond.
+//!    takes a message the moment it is queued, in the same millisecond. (The engine
+//!    skips milliseconds in which nothing can happen — no arrival, no completion, no
+//!    producer waiting to retry — which changes no result.)
 //! 2. **Arrivals.** Message 0 is due at t=0; message `i + 1` is due one arrival gap
 //!    after message `i` *left the producer* (accepted, refused or sent). A producer that
 //!    had to wait therefore shifts the rest of its schedule; it never catches up in a
