@@ -3,6 +3,11 @@
 //! two-worker tokio runtime: 1 producer → 1 consumer and 4 producers → 1 consumer,
 //! 100,000 items per iteration.
 //!
+//! A second pair of cases receives with `recv_many` (batches of 64) for weir and tokio:
+//! weir stamps each item with its enqueue and take times, and where reading the clock
+//! is slow (about 125 ns per reading in some VMs) taking a batch under one reading is
+//! what lets a consumer keep up.
+//!
 //! `cargo bench -p weir-flow --bench queue` runs divan, then a short timed comparison
 //! that prints throughput ratios (weir / each alternative; above 1.0 means weir is
 //! faster). `QUEUE_BENCH_RUNS` sets the comparison's runs per case (default 15; the
@@ -17,6 +22,8 @@ use weir_flow::queue::{Capacity, OnFull, QueueConfig, channel};
 const ITEMS: usize = 100_000;
 const CAPACITY: usize = 1024;
 const PRODUCERS: [usize; 2] = [1, 4];
+/// Items per `recv_many` call in the batched cases.
+const BATCH: usize = 64;
 
 type Item = [u8; 64];
 
@@ -101,6 +108,65 @@ async fn async_channel(producers: usize) -> usize {
     )
 }
 
+/// Spawns `producers` producers sending their share of the items with `send`.
+macro_rules! produce {
+    ($producers:expr, $tx:ident, |$i:ident| $send:expr) => {{
+        let per_producer = ITEMS / $producers;
+        for _ in 0..$producers {
+            let $tx = $tx.clone();
+            tokio::spawn(async move {
+                for $i in 0..per_producer {
+                    $send;
+                }
+            });
+        }
+        drop($tx);
+    }};
+}
+
+/// The consumer takes up to `BATCH` items per call (`recv_many`).
+async fn weir_batched(producers: usize) -> usize {
+    let (tx, mut rx) =
+        channel::<Item, ()>(QueueConfig::new(Capacity::items(CAPACITY), OnFull::Block));
+    let consumer = tokio::spawn(async move {
+        let (mut checksum, mut buffer) = (0usize, Vec::with_capacity(BATCH));
+        while rx.recv_many(&mut buffer, BATCH).await > 0 {
+            for item in buffer.drain(..) {
+                checksum = checksum.wrapping_add(usize::from(black_box(item)[0]));
+            }
+        }
+        checksum
+    });
+    produce!(producers, tx, |i| tx.send(item(i)).await.expect("open"));
+    consumer.await.expect("the consumer finishes")
+}
+
+/// The consumer takes up to `BATCH` items per call (`recv_many`).
+async fn tokio_mpsc_batched(producers: usize) -> usize {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Item>(CAPACITY);
+    let consumer = tokio::spawn(async move {
+        let (mut checksum, mut buffer) = (0usize, Vec::with_capacity(BATCH));
+        while rx.recv_many(&mut buffer, BATCH).await > 0 {
+            for item in buffer.drain(..) {
+                checksum = checksum.wrapping_add(usize::from(black_box(item)[0]));
+            }
+        }
+        checksum
+    });
+    produce!(producers, tx, |i| tx.send(item(i)).await.expect("open"));
+    consumer.await.expect("the consumer finishes")
+}
+
+#[divan::bench(args = PRODUCERS)]
+fn weir_queue_recv_many(producers: usize) -> usize {
+    RUNTIME.block_on(weir_batched(producers))
+}
+
+#[divan::bench(args = PRODUCERS)]
+fn tokio_mpsc_recv_many(producers: usize) -> usize {
+    RUNTIME.block_on(tokio_mpsc_batched(producers))
+}
+
 #[divan::bench(args = PRODUCERS)]
 fn weir_queue(producers: usize) -> usize {
     RUNTIME.block_on(weir(producers))
@@ -163,6 +229,8 @@ fn compare() {
             rate(flume),
             rate(async_channel)
         );
+        let weir_many = median(runs, || weir_batched(producers));
+        let tokio_many = median(runs, || tokio_mpsc_batched(producers));
         let ratio = |other: Duration| other.as_secs_f64() / weir.as_secs_f64();
         println!(
             "{:<12} {:>14} {:>14.2} {:>14.2} {:>14.2}",
@@ -171,6 +239,13 @@ fn compare() {
             ratio(tokio),
             ratio(flume),
             ratio(async_channel)
+        );
+        println!(
+            "{:<12} {:>14} {:>14}   (recv_many, batches of {BATCH}; ratio {:.2})",
+            "  recv_many",
+            rate(weir_many),
+            rate(tokio_many),
+            tokio_many.as_secs_f64() / weir_many.as_secs_f64()
         );
     }
 }

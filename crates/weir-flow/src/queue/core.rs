@@ -378,6 +378,13 @@ impl<T, K> QueueCore<T, K> {
         self.closed
     }
 
+    /// How many more items fit by count now (reserved room counts as used; the
+    /// weight bound is not considered). `usize::MAX`-ish when there is no item bound.
+    pub fn room(&self) -> usize {
+        self.item_limit
+            .saturating_sub(self.slots.len() + self.reserved_items)
+    }
+
     /// Whether a new item of weight `weight` would fit now without any eviction.
     pub fn has_room_for(&self, weight: u64) -> bool {
         self.fits(weight)
