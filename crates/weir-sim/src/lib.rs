@@ -8,6 +8,21 @@
 //! on a core and reads the core's [`FlowStats`](weir_flow::FlowStats). What the lab
 //! shows is what production code does.
 //!
+//! # Experiments
+//!
+//! | module | `weir lab …` | seed | cores driven |
+//! |---|---|---|---|
+//! | [`lesson`] | `lesson` (the default) | 000 | `QueueCore`, `DemandCore`, `WindowedDemand`, `AdaptiveWindow` |
+//! | [`kafka`] | `kafka` | 001 | `QueueCore` (`Block`), `Watermark`, `AimdRate` |
+//! | [`littles_law`] | `littles-law` | 002 | `OrderedCore`, `littles_law_depth` |
+//! | [`scenario`] | `run FILE.toml` | — | as the lesson |
+//!
+//! The lesson and scenario files run on the millisecond engine ([`run`]); the Kafka
+//! and Little's-law experiments need finer time (1,000 µs per record) and use small
+//! event-driven loops on nanosecond [`Timestamp`](weir_flow::Timestamp)s that keep the
+//! same ordering rule: within one instant the producer side acts before the consumer
+//! side.
+//!
 //! # Determinism
 //!
 //! Nothing reads a real clock or an unseeded source of randomness. Time is a
