@@ -246,11 +246,13 @@ fn row_groups_are_bounded_by_rows_and_by_bytes() {
     assert_eq!(rows, [10, 10, 10, 5]);
 
     let mut config = sink_config(dir.path());
-    config.encoding.row_group_bytes = ByteSize::new(16 * 1024).expect("non-zero");
+    let row_group_bytes = 256 * 1024;
+    config.encoding.row_group_bytes = ByteSize::new(row_group_bytes).expect("non-zero");
     config.encoding.compression = Compression::None;
     let mut writer = ParquetFileWriter::new(dir.path(), "bytes", &config, footer()).expect("new");
-    // 200 records of 1 KiB in batches of 20: ~200 KiB against a 16 KiB row group.
-    for batch in 0..10 {
+    // 4000 records of 1 KiB in writes of 20: ~4 MiB against 256 KiB row groups.
+    let writes = 200;
+    for batch in 0..writes {
         writer
             .write(&records(batch * 20, 20, 1024), batch * 20 + 19)
             .expect("write");
@@ -258,13 +260,22 @@ fn row_groups_are_bounded_by_rows_and_by_bytes() {
     let done = writer.finish().expect("finish").expect("open");
     let (_, metadata) = read(&done.path);
     let groups = metadata.row_groups();
-    assert!(groups.len() >= 10, "{} row groups", groups.len());
     let total: i64 = groups.iter().map(|rg| rg.num_rows()).sum();
-    assert_eq!(total, 200);
+    assert_eq!(total, 4000);
+    // Row groups span several writes, and none grows much past 256 KiB.
+    assert!(
+        groups.len() >= 4000 * 1024 / row_group_bytes as usize,
+        "{} row groups",
+        groups.len()
+    );
+    assert!(
+        groups.len() < writes as usize / 2,
+        "{} row groups",
+        groups.len()
+    );
     for group in groups {
-        // A row group is cut once it reaches 16 KiB: at most one chunk of 16 KiB more.
         assert!(
-            group.total_byte_size() <= 40 * 1024,
+            group.total_byte_size() <= 2 * row_group_bytes as i64,
             "{}",
             group.total_byte_size()
         );
@@ -389,4 +400,90 @@ fn the_first_file_without_resume_at_starts_at_its_first_batch() {
     assert!(done.path.parent().is_some_and(|p| p == dir.path()));
     let (batches, _) = read(&done.path);
     assert_eq!(batches[0].column(0).len(), 3);
+}
+
+#[test]
+fn buffered_memory_stays_below_row_group_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = sink_config(dir.path());
+    // Well above the encoders' fixed buffers (about 80 KiB for the seven leaf columns).
+    let row_group_bytes = 1024 * 1024;
+    config.encoding.row_group_bytes = ByteSize::new(row_group_bytes).expect("non-zero");
+    let mut writer = ParquetFileWriter::new(dir.path(), "mem", &config, footer()).expect("new");
+    let mut most = 0;
+    for batch in 0..100 {
+        // Writes of 50 KiB and, every tenth, one of 1.5 MiB (larger than a row group).
+        let n = if batch % 10 == 9 { 1500 } else { 50 };
+        let first = batch * 2000;
+        writer
+            .write(&records(first, n, 1024), first + 1999)
+            .expect("write");
+        most = most.max(writer.buffered_bytes());
+        assert!(
+            writer.buffered_bytes() < row_group_bytes,
+            "{} buffered",
+            writer.buffered_bytes()
+        );
+    }
+    assert!(most > 0, "rows were buffered between flushes");
+    let done = writer.finish().expect("finish").expect("open");
+    assert_eq!(done.rows, 90 * 50 + 10 * 1500);
+    assert_eq!(writer.buffered_bytes(), 0);
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Whatever the batch sizes, row-group and rotation limits: every record is in
+        /// exactly one committed file, in order, and the files' offset ranges tile the
+        /// WAL without gaps or overlaps.
+        #[test]
+        fn every_record_lands_once_in_contiguous_files(
+            batches in proptest::collection::vec(1u64..40, 1..12),
+            row_group_rows in 1u32..50,
+            rotate_bytes in 1u64..20_000,
+            payload_bytes in 0usize..200,
+        ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = sink_config(dir.path());
+            config.encoding.row_group_rows = row_group_rows.try_into().expect("non-zero");
+            config.rotate.bytes = ByteSize::new(rotate_bytes).expect("non-zero");
+            let mut writer = ParquetFileWriter::new(dir.path(), "p", &config, footer()).expect("new");
+            writer.resume_at(0);
+            let mut committed = Vec::new();
+            let mut next = 0;
+            for n in &batches {
+                committed.extend(writer.write(&records(next, *n, payload_bytes), next + n - 1).expect("write"));
+                next += n;
+            }
+            committed.extend(writer.finish().expect("finish"));
+
+            let mut expected_first = 0;
+            let mut keys = Vec::new();
+            for file in &committed {
+                let (batches, metadata) = read(&file.path);
+                prop_assert_eq!(footer_value(&metadata, KEY_FIRST_OFFSET), Some(expected_first.to_string()));
+                prop_assert_eq!(footer_value(&metadata, KEY_LAST_OFFSET), Some(file.through_offset.to_string()));
+                for group in metadata.row_groups() {
+                    prop_assert!(group.num_rows() <= i64::from(row_group_rows));
+                }
+                let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+                prop_assert_eq!(rows as u64, file.rows);
+                for batch in &batches {
+                    let column = batch.column(1).as_string::<i32>();
+                    keys.extend((0..column.len()).map(|i| column.value(i).to_owned()));
+                }
+                expected_first = file.through_offset + 1;
+            }
+            prop_assert_eq!(expected_first, next, "the files cover every offset");
+            let expected: Vec<String> = (0..next).map(|i| format!("key-{i}")).collect();
+            prop_assert_eq!(keys, expected);
+            prop_assert_eq!(file_names(dir.path()).len(), committed.len(), "no .tmp left");
+        }
+    }
 }

@@ -89,7 +89,9 @@ struct OpenFile {
 /// - **Row groups** are flushed at `row_group_rows` rows or when the buffered row group
 ///   reaches `row_group_bytes` (encoded estimate or memory held, whichever first).
 ///   Records are converted to Arrow in chunks of at most `row_group_rows` rows and
-///   `row_group_bytes` bytes, so the writer's memory stays around two row groups.
+///   `row_group_bytes` bytes, so the writer's memory stays around two row groups
+///   (plus the encoders' fixed buffers, about 80 KiB: a `row_group_bytes` below that
+///   flushes a row group on every write).
 /// - **Rotation**: a file is closed after the write that brings it to `rotate.bytes`
 ///   (a file may exceed it by up to one `write` call), or by [`poll_age`] once it is
 ///   `rotate.age` old.
@@ -190,6 +192,15 @@ impl ParquetFileWriter {
     /// once committed).
     pub fn open_path(&self) -> Option<&Path> {
         self.open.as_ref().map(|open| open.path.as_path())
+    }
+
+    /// Bytes the open file's unflushed row group holds in memory (encoded pages and
+    /// encoder buffers): kept below `row_group_bytes` after every
+    /// [`write`](Self::write).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.open
+            .as_ref()
+            .map_or(0, |open| open.writer.memory_size() as u64)
     }
 
     /// Appends `records`, which cover the WAL through `last_offset` (records of other
