@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*"; }
 
 command -v cargo-nextest >/dev/null 2>&1 || cargo install cargo-nextest --locked
+# The Parquet sink's tests read its files back with pyarrow and DuckDB.
+python3 -c 'import pyarrow, duckdb' 2>/dev/null || pip install --quiet pyarrow duckdb
 
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
@@ -15,7 +17,7 @@ log "tests"
 cargo nextest run --workspace --no-fail-fast
 
 log "doctests"
-cargo test --workspace --doc
+cargo test --workspace --exclude weir --doc   # weir is a binary: no doctests
 
 log "loom models (weir-flow)"
 # A separate target directory keeps the --cfg loom build from invalidating the main one.

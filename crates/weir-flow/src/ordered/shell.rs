@@ -14,8 +14,10 @@ use super::error::{OrderedConfigError, OrderedError, SubmitError};
 use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::{Clock, FlowStats};
 
-type Weigher<O> = Arc<dyn Fn(&O) -> u64 + Send + Sync>;
-type Retryable<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
+// Caller functions, not shared state: plain `std` Arcs (loom's `Arc` cannot hold
+// unsized values).
+type Weigher<O> = std::sync::Arc<dyn Fn(&O) -> u64 + Send + Sync>;
+type Retryable<E> = std::sync::Arc<dyn Fn(&E) -> bool + Send + Sync>;
 
 /// Runs `op(input)` for up to `max_in_flight` inputs at once and yields the results
 /// in submission order, with the bounds, timeout and retries of an
@@ -125,8 +127,8 @@ where
                 clock: Clock::new(),
             }),
             op: Arc::new(op),
-            weigh: Arc::new(|_| 0),
-            retryable: Arc::new(|_| true),
+            weigh: std::sync::Arc::new(|_| 0),
+            retryable: std::sync::Arc::new(|_| true),
             _input: PhantomData,
         })
     }
@@ -134,7 +136,7 @@ where
     /// Counts each successful result as `weigh(&output)` bytes against
     /// `max_held_bytes` (applies to operations submitted from now on).
     pub fn weigh_with(mut self, weigh: impl Fn(&O) -> u64 + Send + Sync + 'static) -> Self {
-        self.weigh = Arc::new(weigh);
+        self.weigh = std::sync::Arc::new(weigh);
         self
     }
 
@@ -142,7 +144,7 @@ where
     /// are final at once (e.g. a 400 is final, a 503 is worth retrying). Applies to
     /// operations submitted from now on.
     pub fn retry_if(mut self, retryable: impl Fn(&E) -> bool + Send + Sync + 'static) -> Self {
-        self.retryable = Arc::new(retryable);
+        self.retryable = std::sync::Arc::new(retryable);
         self
     }
 
@@ -162,8 +164,8 @@ where
         let task = tokio::spawn(run(
             Arc::clone(&self.shared),
             Arc::clone(&self.op),
-            Arc::clone(&self.weigh),
-            Arc::clone(&self.retryable),
+            std::sync::Arc::clone(&self.weigh),
+            std::sync::Arc::clone(&self.retryable),
             input,
             attempt,
         ));
