@@ -187,18 +187,49 @@ fn async_channel_channel(producers: usize) -> usize {
     RUNTIME.block_on(async_channel(producers))
 }
 
-/// Median wall time of `runs` runs of `case` (after one warm-up run).
-fn median<F: std::future::Future<Output = usize>>(runs: usize, case: impl Fn() -> F) -> Duration {
-    RUNTIME.block_on(case());
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            black_box(RUNTIME.block_on(case()));
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
+/// The cases of the timed comparison, in the order they are run within each round.
+const CASES: [&str; 6] = [
+    "weir",
+    "tokio mpsc",
+    "flume",
+    "async-channel",
+    "weir recv_many",
+    "tokio recv_many",
+];
+
+/// Runs case `case` once with `producers` producers; its wall time.
+fn time_case(case: usize, producers: usize) -> Duration {
+    let start = Instant::now();
+    let checksum = RUNTIME.block_on(async move {
+        match case {
+            0 => weir(producers).await,
+            1 => tokio_mpsc(producers).await,
+            2 => flume(producers).await,
+            3 => async_channel(producers).await,
+            4 => weir_batched(producers).await,
+            _ => tokio_mpsc_batched(producers).await,
+        }
+    });
+    black_box(checksum);
+    start.elapsed()
+}
+
+/// Median wall time of each case over `runs` rounds. Each round runs every case once,
+/// one after the other, so load from elsewhere on the machine falls on all of them.
+fn medians(runs: usize, producers: usize) -> [Duration; CASES.len()] {
+    let mut times: [Vec<Duration>; CASES.len()] = Default::default();
+    for case in 0..CASES.len() {
+        time_case(case, producers); // warm-up
+    }
+    for _ in 0..runs {
+        for (case, times) in times.iter_mut().enumerate() {
+            times.push(time_case(case, producers));
+        }
+    }
+    times.map(|mut times| {
+        times.sort();
+        times[times.len() / 2]
+    })
 }
 
 fn compare() {
@@ -207,45 +238,27 @@ fn compare() {
         .and_then(|runs| runs.parse().ok())
         .unwrap_or(15usize)
         .max(1);
+    let rate = |d: Duration| ITEMS as f64 / d.as_secs_f64() / 1e6;
     println!();
     println!(
-        "Bounded queue, Block, capacity {CAPACITY}, 64-byte items, {ITEMS} items per run, median of {runs} runs"
-    );
-    println!(
-        "{:<12} {:>14} {:>14} {:>14} {:>14}",
-        "producers", "weir", "tokio mpsc", "flume", "async-channel"
+        "Bounded queue, Block, capacity {CAPACITY}, 64-byte items, {ITEMS} items per run; \
+         median of {runs} interleaved rounds (M items/s; ratio = weir / x, above 1.0 = weir faster)"
     );
     for producers in PRODUCERS {
-        let weir = median(runs, || weir(producers));
-        let tokio = median(runs, || tokio_mpsc(producers));
-        let flume = median(runs, || flume(producers));
-        let async_channel = median(runs, || async_channel(producers));
-        let rate = |d: Duration| format!("{:.1} M/s", ITEMS as f64 / d.as_secs_f64() / 1e6);
+        let times = medians(runs, producers);
+        let [weir, tokio, flume, async_channel, weir_many, tokio_many] = times.map(rate);
         println!(
-            "{:<12} {:>14} {:>14} {:>14} {:>14}",
-            format!("{producers} → 1"),
-            rate(weir),
-            rate(tokio),
-            rate(flume),
-            rate(async_channel)
-        );
-        let weir_many = median(runs, || weir_batched(producers));
-        let tokio_many = median(runs, || tokio_mpsc_batched(producers));
-        let ratio = |other: Duration| other.as_secs_f64() / weir.as_secs_f64();
-        println!(
-            "{:<12} {:>14} {:>14.2} {:>14.2} {:>14.2}",
-            "  ratio",
-            "weir / x:",
-            ratio(tokio),
-            ratio(flume),
-            ratio(async_channel)
+            "{producers} → 1: weir {weir:.2}  tokio mpsc {tokio:.2}  flume {flume:.2}  \
+             async-channel {async_channel:.2}  | ratio vs tokio {:.2}, vs flume {:.2}, \
+             vs async-channel {:.2}",
+            weir / tokio,
+            weir / flume,
+            weir / async_channel
         );
         println!(
-            "{:<12} {:>14} {:>14}   (recv_many, batches of {BATCH}; ratio {:.2})",
-            "  recv_many",
-            rate(weir_many),
-            rate(tokio_many),
-            tokio_many.as_secs_f64() / weir_many.as_secs_f64()
+            "{producers} → 1, recv_many({BATCH}): weir {weir_many:.2}  tokio mpsc {tokio_many:.2}  \
+             | ratio vs tokio {:.2}",
+            weir_many / tokio_many
         );
     }
 }
