@@ -487,3 +487,68 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_failed_close_rewinds_so_the_range_can_be_sent_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut writer =
+        ParquetFileWriter::new(dir.path(), "p", &sink_config(dir.path()), footer()).expect("new");
+    writer.resume_at(0);
+    writer.write(&records(0, 4, 8), 3).expect("write");
+    writer.write(&records(4, 4, 8), 7).expect("write");
+    // A directory where the file goes makes the rename fail.
+    let final_path = dir.path().join("p-00000000000000000000.parquet");
+    std::fs::create_dir(&final_path).expect("mkdir");
+    std::fs::write(final_path.join("occupied"), b"x").expect("write");
+    let err = writer.finish().expect_err("the rename fails");
+    assert!(
+        matches!(err, ParquetSinkError::Io { op: "rename", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cannot rename"), "{err}");
+    assert!(writer.open_path().is_none());
+    assert_eq!(
+        file_names(dir.path()),
+        ["p-00000000000000000000.parquet"],
+        "the .tmp is gone"
+    );
+
+    // The driver re-sends from its committed cursor (0): accepted, same name.
+    std::fs::remove_dir_all(&final_path).expect("rm");
+    writer
+        .write(&records(0, 8, 8), 7)
+        .expect("offsets may go back to 0");
+    let done = writer.finish().expect("finish").expect("open");
+    assert_eq!(done.path, final_path);
+    assert_eq!((done.through_offset, done.rows), (7, 8));
+    // But not further back than the last commit.
+    writer.write(&records(8, 2, 8), 9).expect("write");
+    let err = writer
+        .write(&records(3, 2, 8), 4)
+        .expect_err("behind the commit");
+    assert!(matches!(
+        err,
+        ParquetSinkError::OffsetRegression {
+            previous: 9,
+            found: 4
+        }
+    ));
+}
+
+#[test]
+fn resume_at_rewinds_when_no_file_is_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut writer =
+        ParquetFileWriter::new(dir.path(), "p", &sink_config(dir.path()), footer()).expect("new");
+    writer.write(&records(0, 3, 8), 2).expect("write");
+    writer.resume_at(100);
+    assert!(writer.open_path().is_some(), "ignored while a file is open");
+    writer.finish().expect("finish");
+    writer.resume_at(1);
+    let done = writer
+        .write(&records(1, 2, 8), 2)
+        .and_then(|_| writer.finish())
+        .expect("rewound")
+        .expect("open");
+    assert!(done.path.ends_with("p-00000000000000000001.parquet"));
+}
