@@ -100,9 +100,10 @@ struct OpenFile {
 ///   [`Committed`]. `NAME` is `<prefix>-<first WAL offset, 20 digits>`, so after a
 ///   crash the retry from the last committed cursor rewrites the same name instead of
 ///   adding a duplicate; stale `.tmp` files of this prefix are removed by [`new`].
-/// - **Errors**: after a failed write the open file is abandoned (its `.tmp` removed)
-///   and the next file starts at the open file's first offset again: re-send everything
-///   after the last [`Committed::through_offset`].
+/// - **Errors**: after a failed write or close the open file is abandoned (its `.tmp`
+///   removed) and the writer rewinds to the open file's first offset: re-send
+///   everything after the last [`Committed::through_offset`] (offsets may go back that
+///   far, and no further).
 ///
 /// [`poll_age`]: ParquetFileWriter::poll_age
 /// [`new`]: ParquetFileWriter::new
@@ -182,10 +183,19 @@ impl ParquetFileWriter {
     /// [`write`](Self::write). Without it, the first file is named after
     /// `last_offset + 1 - records.len()` of its first batch, which is exact only when
     /// the sink reads every record of its range.
+    ///
+    /// After an error, call it again with the committed cursor before re-sending.
+    /// Ignored while a file is open.
     pub fn resume_at(&mut self, next_offset: u64) {
         if self.open.is_none() {
-            self.next_first_offset = Some(next_offset);
+            self.rewind_to(next_offset);
         }
+    }
+
+    /// The next file starts at `next_offset`, and batches from there are accepted.
+    fn rewind_to(&mut self, next_offset: u64) {
+        self.next_first_offset = Some(next_offset);
+        self.last_seen = next_offset.checked_sub(1);
     }
 
     /// The path of the file being written, if one is open (it has its final name only
@@ -399,7 +409,7 @@ impl ParquetFileWriter {
             Err(err) => {
                 // Best effort: the error being returned is the one that matters.
                 let _ = fs::remove_file(&tmp_path);
-                self.next_first_offset = Some(first_offset);
+                self.rewind_to(first_offset);
                 Err(err)
             }
         }
@@ -408,7 +418,7 @@ impl ParquetFileWriter {
     /// Drops the open file after a failed write and removes its `.tmp`.
     fn abandon(&mut self) {
         if let Some(open) = self.open.take() {
-            self.next_first_offset = Some(open.first_offset);
+            self.rewind_to(open.first_offset);
             let tmp_path = open.tmp_path.clone();
             drop(open);
             // Best effort: the write error is what the caller needs; `new` sweeps
