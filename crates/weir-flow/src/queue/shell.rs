@@ -258,6 +258,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     }
 
     /// Offers `item` at once unless it must wait; joins the line if it must.
+    #[inline]
     fn attempt(&self, item: T) -> Attempt<T> {
         let now = self.shared.clock.now();
         let mut state = self.shared.lock();
@@ -291,6 +292,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
 }
 
 /// Offers into granted room, waking the receiver if the item was queued.
+#[inline]
 fn offer_reserved<T, K: Hash + Eq + Clone>(
     shared: &Shared<T, K>,
     item: T,
@@ -303,6 +305,7 @@ fn offer_reserved<T, K: Hash + Eq + Clone>(
 }
 
 /// Wakes the receiver if `outcome` queued an item, then maps it to a send result.
+#[inline]
 fn finish<T, K: Hash + Eq + Clone>(
     mut state: crate::sync::MutexGuard<'_, State<T, K>>,
     outcome: Offer<T>,
@@ -319,6 +322,7 @@ fn finish<T, K: Hash + Eq + Clone>(
     into_result(outcome)
 }
 
+#[inline]
 fn into_result<T>(outcome: Offer<T>) -> Result<Sent<T>, SendError<T>> {
     match outcome {
         Offer::Accepted => Ok(Sent::Queued),
@@ -494,6 +498,7 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
 
     /// Takes up to `limit` items (at least one, unless the queue is closed and
     /// drained), handing each to `out`, all under one lock and one clock reading.
+    #[inline]
     fn poll_take(
         &mut self,
         cx: &mut Context<'_>,
@@ -531,6 +536,7 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
         poll
     }
 
+    #[inline]
     fn poll_recv_with(
         &mut self,
         cx: &mut Context<'_>,
