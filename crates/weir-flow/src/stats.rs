@@ -67,8 +67,6 @@ impl FlowStats {
     /// Whether `offered = delivered + rejected + dropped + expired + superseded + depth`.
     pub fn is_conserved(&self) -> bool {
         u128::from(self.offered)
-            == u128::from(self.delivered)
-                + u128::from(self.lost())
-                + u128::from(self.depth)
+            == u128::from(self.delivered) + u128::from(self.lost()) + u128::from(self.depth)
     }
 }
