@@ -1,0 +1,182 @@
+//! Checks that span sections: names, listen addresses, and batch sizes against the WAL's
+//! byte semaphore.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::Config;
+use super::error::ConfigError;
+use super::sink::SinkKind;
+use super::source::SourceKind;
+use super::walk::{Section, join};
+
+/// Reports a source or sink name that cannot be used in metric labels and file names.
+pub(super) fn check_name(section: &Section<'_>, what: &str, name: &str) {
+    let bare = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !bare || name.is_empty() {
+        section.error_here(format!(
+            "a {what} name may contain only letters, digits, '_' and '-' (it names metrics and files)"
+        ));
+    }
+}
+
+/// Checks a parsed configuration as a whole, appending to `errors`. A key that already
+/// has an error holds a stand-in default, so checks involving it are skipped rather than
+/// reporting a consequence of the first mistake.
+pub(super) fn cross_check(config: &Config, errors: &mut Vec<ConfigError>) {
+    let failed: Vec<String> = errors
+        .iter()
+        .filter_map(|e| e.path().map(str::to_owned))
+        .collect();
+    let failed = |path: &str| failed.iter().any(|p| p == path);
+    let mut found = Vec::new();
+    check_listen_addresses(config, &failed, &mut found);
+    check_batches_fit_the_wal(config, &failed, &mut found);
+    check_directories(config, &failed, &mut found);
+    errors.extend(found);
+}
+
+/// The WAL, the quarantine and every file-writing sink need a directory of their own:
+/// sharing one, they would delete or overwrite each other's files.
+fn check_directories(
+    config: &Config,
+    failed: &dyn Fn(&str) -> bool,
+    errors: &mut Vec<ConfigError>,
+) {
+    let mut dirs: Vec<(String, &Path)> = vec![
+        ("wal.dir".to_owned(), config.wal.dir.as_path()),
+        ("quarantine.dir".to_owned(), config.quarantine.dir.as_path()),
+    ];
+    for (name, sink) in &config.sinks {
+        let path = match &sink.kind {
+            SinkKind::File(file) => &file.path,
+            SinkKind::Parquet(parquet) => &parquet.path,
+            SinkKind::ObjectStore(_) | SinkKind::Http(_) | SinkKind::Blackhole(_) => continue,
+        };
+        dirs.push((join(&join("sinks", name), "path"), path.as_path()));
+    }
+    dirs.retain(|(path, _)| !failed(path));
+    for (i, (path, dir)) in dirs.iter().enumerate() {
+        let normal = normalize(dir);
+        if let Some((other_path, _)) = dirs[..i]
+            .iter()
+            .find(|(_, other)| normalize(other) == normal)
+        {
+            errors.push(ConfigError::Key {
+                path: path.clone(),
+                message: format!(
+                    "{} is also {other_path}; each needs its own directory, or their files would collide",
+                    dir.display()
+                ),
+            });
+        }
+    }
+}
+
+/// A path with `.` components and trailing separators removed, for comparison only.
+fn normalize(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
+/// Two listeners on one port conflict when the addresses are equal or either is the
+/// wildcard address. Port 0 (any free port) never conflicts.
+fn check_listen_addresses(
+    config: &Config,
+    failed: &dyn Fn(&str) -> bool,
+    errors: &mut Vec<ConfigError>,
+) {
+    let mut listeners: Vec<(String, SocketAddr)> =
+        vec![("runtime.status_addr".to_owned(), config.runtime.status_addr)];
+    for (name, source) in &config.sources {
+        if let SourceKind::Http(http) = &source.kind {
+            listeners.push((join(&join("sources", name), "listen"), http.listen));
+        }
+    }
+    listeners.retain(|(path, _)| !failed(path));
+    for (i, (path, addr)) in listeners.iter().enumerate() {
+        if addr.port() == 0 {
+            continue;
+        }
+        let clash = listeners[..i].iter().find(|(_, other)| {
+            other.port() == addr.port()
+                && (other.ip() == addr.ip()
+                    || other.ip().is_unspecified()
+                    || addr.ip().is_unspecified())
+        });
+        if let Some((other_path, other)) = clash {
+            errors.push(ConfigError::Key {
+                path: path.clone(),
+                message: format!(
+                    "{addr} conflicts with {other_path} = {other}; give each listener its own port"
+                ),
+            });
+        }
+    }
+}
+
+/// Every batch a source can hand the WAL must fit in `wal.max_pending_bytes`, or it
+/// could never be admitted.
+fn check_batches_fit_the_wal(
+    config: &Config,
+    failed: &dyn Fn(&str) -> bool,
+    errors: &mut Vec<ConfigError>,
+) {
+    if failed("wal.max_pending_bytes") {
+        return;
+    }
+    let pending = config.wal.max_pending_bytes;
+    for (name, source) in &config.sources {
+        let (bytes, formula) = source.max_batch_bytes();
+        let source_path = join("sources", name);
+        let keys_failed = formula
+            .split(" × ")
+            .any(|key| failed(&join(&source_path, key)));
+        if bytes > pending.bytes() && !keys_failed {
+            errors.push(ConfigError::Key {
+                path: source_path,
+                message: format!(
+                    "a batch of {formula} = {} is larger than wal.max_pending_bytes = {pending} and could never \
+                     be admitted to the WAL; lower it or raise wal.max_pending_bytes",
+                    super::format_bytes(bytes)
+                ),
+            });
+        }
+    }
+}
+
+impl Config {
+    /// Things that are allowed but probably not meant, one sentence each with its key
+    /// path: a source no sink reads, QoS 1/2 on a clean MQTT session, interval syncing.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for name in self.sources.keys() {
+            if !self.sinks.values().any(|sink| sink.inputs.contains(name)) {
+                warnings.push(format!(
+                    "{}: no sink reads this source; its records fill the WAL and are only deleted by retention",
+                    join("sources", name)
+                ));
+            }
+        }
+        for (name, source) in &self.sources {
+            if let SourceKind::Mqtt(mqtt) = &source.kind
+                && mqtt.clean_session
+                && mqtt.topics.iter().any(|t| t.qos > super::Qos::AtMostOnce)
+            {
+                warnings.push(format!(
+                    "{}: QoS 1/2 with a clean session: messages not yet durable at a disconnect are not redelivered",
+                    join(&join("sources", name), "clean_session")
+                ));
+            }
+        }
+        if let super::WalSync::Interval { every } = self.wal.sync {
+            warnings.push(format!(
+                "wal.sync: \"interval\" acknowledges before fsync; a crash can lose up to {every} of acknowledged records"
+            ));
+        }
+        warnings
+    }
+}

@@ -1,0 +1,395 @@
+//! The queue inventory of a configuration: every bounded buffer with its bound in items
+//! and bytes, the worst-case memory estimate, and the disk budgets. `weir validate`
+//! prints it; the daemon and `/status` can report live depths against the same bounds.
+
+use std::path::PathBuf;
+
+use super::Config;
+use super::format_bytes;
+use super::runtime::OnFull;
+use super::sink::{Format, SinkKind};
+use super::source::SourceKind;
+use super::walk::join;
+
+/// The bound of one queue or buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueBound {
+    /// Where it is, as a config path: `sources.gen.batch`, `wal.channel`.
+    pub name: String,
+    /// Most items it holds; `None` when it is bounded in bytes only.
+    pub items: Option<u64>,
+    /// Most bytes it holds; 0 when it holds no payload of its own.
+    pub bytes: u64,
+    /// What it is and which keys set the bound.
+    pub note: String,
+}
+
+/// A disk budget and what happens when it is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskBudget {
+    /// `wal` or `quarantine`.
+    pub name: &'static str,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The budget in bytes.
+    pub max_bytes: u64,
+    /// What happens at the budget.
+    pub when_full: String,
+}
+
+/// Every bound of a configuration.
+///
+/// The memory estimate is the sum of every queue's byte bound: an upper bound, since a
+/// record counted in one queue (say a source's window) has usually moved on before the
+/// next (the WAL channel) fills. Not counted: the allocator's overhead, the runtime's
+/// own memory, and per-record decoding scratch space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inventory {
+    /// Each queue with its bound, sources first, then the WAL, sinks and logs.
+    pub queues: Vec<QueueBound>,
+    /// Sum of every queue's byte bound (saturating).
+    pub memory_estimate_bytes: u64,
+    /// `runtime.memory_target`.
+    pub memory_target_bytes: u64,
+    /// The WAL's and the quarantine's disk budgets.
+    pub disks: Vec<DiskBudget>,
+}
+
+impl Inventory {
+    /// Whether the worst-case estimate exceeds `runtime.memory_target`.
+    pub fn over_target(&self) -> bool {
+        self.memory_estimate_bytes > self.memory_target_bytes
+    }
+}
+
+/// `a × b` for bounds, saturating instead of overflowing.
+fn times(a: impl Into<u64>, b: u64) -> u64 {
+    a.into().saturating_mul(b)
+}
+
+impl Config {
+    /// Every queue's bound, the memory estimate and the disk budgets.
+    pub fn inventory(&self) -> Inventory {
+        let mut queues = Vec::new();
+        let mut add = |name: String, items: Option<u64>, bytes: u64, note: String| {
+            queues.push(QueueBound {
+                name,
+                items,
+                bytes,
+                note,
+            });
+        };
+        for (name, source) in &self.sources {
+            let path = join("sources", name);
+            let at = |what: &str| join(&path, what);
+            match &source.kind {
+                SourceKind::Generator(g) => add(
+                    at("batch"),
+                    Some(g.batch_size.get().into()),
+                    times(g.batch_size.get(), g.size.bytes()),
+                    format!(
+                        "the batch being built: batch_size {} × size {}",
+                        g.batch_size, g.size
+                    ),
+                ),
+                SourceKind::File(f) => add(
+                    at("batch"),
+                    Some(f.batch_size.get().into()),
+                    f.batch_bytes.bytes(),
+                    format!(
+                        "lines being batched: batch_size {} lines or batch_bytes {}",
+                        f.batch_size, f.batch_bytes
+                    ),
+                ),
+                SourceKind::Http(h) => add(
+                    at("requests"),
+                    Some(h.max_concurrent_requests.get().into()),
+                    times(h.max_concurrent_requests.get(), h.max_body.bytes()),
+                    format!(
+                        "request bodies in flight: max_concurrent_requests {} × max_body {}",
+                        h.max_concurrent_requests, h.max_body
+                    ),
+                ),
+                SourceKind::Mqtt(m) => {
+                    add(
+                        at("window"),
+                        Some(m.expected_broker_window.get().into()),
+                        times(m.expected_broker_window.get(), m.max_message_bytes.bytes()),
+                        format!(
+                            "QoS 1/2 messages awaiting durability: expected_broker_window {} × max_message_bytes {}; \
+                             the guard disconnects above {} unacked",
+                            m.expected_broker_window,
+                            m.max_message_bytes,
+                            m.guard_limit()
+                        ),
+                    );
+                    add(
+                        at("qos0_queue"),
+                        None,
+                        m.qos0_queue_bytes.bytes(),
+                        "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
+                    );
+                }
+                SourceKind::Nats(n) => add(
+                    at("ack_pending"),
+                    Some(n.max_ack_pending.get().into()),
+                    times(n.max_ack_pending.get(), n.max_message_bytes.bytes()),
+                    format!(
+                        "messages delivered, not yet acked: max_ack_pending {} × max_message_bytes {}",
+                        n.max_ack_pending, n.max_message_bytes
+                    ),
+                ),
+            }
+            add(
+                at("tickets"),
+                Some(source.max_uncommitted_tickets.get().into()),
+                0,
+                "commit tickets of batches not yet durable; their bytes count under wal.channel"
+                    .to_owned(),
+            );
+        }
+        add(
+            "wal.channel".to_owned(),
+            Some(self.wal.channel_batches.get().into()),
+            self.wal.max_pending_bytes.bytes(),
+            format!(
+                "source → WAL: channel_batches {} batches, bytes held by the semaphore wal.max_pending_bytes",
+                self.wal.channel_batches
+            ),
+        );
+        for (name, sink) in &self.sinks {
+            let path = join("sinks", name);
+            let at = |what: &str| join(&path, what);
+            add(
+                at("channel"),
+                Some(sink.channel_batches.get().into()),
+                sink.channel_bytes(),
+                format!(
+                    "WAL → sink driver: channel_batches {} × read_batch_bytes {}",
+                    sink.channel_batches, sink.read_batch_bytes
+                ),
+            );
+            match &sink.kind {
+                SinkKind::Parquet(p) => add(
+                    at("encoders"),
+                    Some(p.max_open_files.get().into()),
+                    times(p.max_open_files.get(), p.encoding.row_group_bytes.bytes()),
+                    format!(
+                        "open row groups: max_open_files {} × row_group_bytes {}",
+                        p.max_open_files, p.encoding.row_group_bytes
+                    ),
+                ),
+                SinkKind::ObjectStore(o) => {
+                    let (per_file, what) = match (o.format, &o.parquet) {
+                        (Format::Parquet, Some(encoding)) => {
+                            (encoding.row_group_bytes, "row_group_bytes")
+                        }
+                        _ => (o.part_size, "part_size"),
+                    };
+                    add(
+                        at("encoders"),
+                        Some(o.max_open_files.get().into()),
+                        times(o.max_open_files.get(), per_file.bytes()),
+                        format!(
+                            "objects being encoded: max_open_files {} × {what} {per_file}",
+                            o.max_open_files
+                        ),
+                    );
+                    add(
+                        at("uploads"),
+                        Some(o.upload_concurrency.get().into()),
+                        times(o.upload_concurrency.get(), o.part_size.bytes()),
+                        format!(
+                            "parts uploading: upload_concurrency {} × part_size {}",
+                            o.upload_concurrency, o.part_size
+                        ),
+                    );
+                }
+                SinkKind::File(_) | SinkKind::Http(_) | SinkKind::Blackhole(_) => {}
+            }
+        }
+        add(
+            "runtime.log_queue".to_owned(),
+            Some(self.runtime.log_queue.get().into()),
+            times(
+                self.runtime.log_queue.get(),
+                self.runtime.log_line_max_bytes.bytes(),
+            ),
+            format!(
+                "log lines: log_queue {} × log_line_max_bytes {}; newest dropped and counted when full",
+                self.runtime.log_queue, self.runtime.log_line_max_bytes
+            ),
+        );
+        let memory_estimate_bytes = queues
+            .iter()
+            .fold(0u64, |sum, q| sum.saturating_add(q.bytes));
+        Inventory {
+            queues,
+            memory_estimate_bytes,
+            memory_target_bytes: self.runtime.memory_target.bytes(),
+            disks: self.disk_budgets(),
+        }
+    }
+
+    fn disk_budgets(&self) -> Vec<DiskBudget> {
+        let wal_when_full = match self.wal.on_full {
+            OnFull::Block => {
+                "on_full = block: appends wait for retention; sources are backpressured"
+            }
+            OnFull::Reject => "on_full = reject: appends fail at once; sources refuse new data",
+            OnFull::DropOldest => {
+                "on_full = drop_oldest: oldest segments are evicted; sinks that had not read them see a counted gap"
+            }
+        };
+        vec![
+            DiskBudget {
+                name: "wal",
+                dir: self.wal.dir.clone(),
+                max_bytes: self.wal.max_disk.bytes(),
+                when_full: format!("{wal_when_full} (segments of {})", self.wal.segment_bytes),
+            },
+            DiskBudget {
+                name: "quarantine",
+                dir: self.quarantine.dir.clone(),
+                max_bytes: self.quarantine.max_disk.bytes(),
+                when_full: "new quarantined records are dropped and counted".to_owned(),
+            },
+        ]
+    }
+}
+
+impl std::fmt::Display for QueueBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let items = self.items.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        write!(
+            f,
+            "{}: {items} items, {} — {}",
+            self.name,
+            format_bytes(self.bytes),
+            self.note
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = r#"
+[runtime]
+data_dir = "d"
+memory_target = "1 MiB"
+log_queue = 10
+log_line_max_bytes = "1 KiB"
+
+[wal]
+max_disk = "1 GiB"
+on_full = "reject"
+max_pending_bytes = "64 KiB"
+channel_batches = 4
+
+[sources.gen]
+type = "generator"
+rate = 0
+batch_size = 10
+size = 100
+
+[sources.api]
+type = "http"
+listen = "127.0.0.1:8080"
+max_body = "16 KiB"
+max_concurrent_requests = 3
+max_uncommitted_tickets = 5
+
+[sinks.out]
+type = "blackhole"
+inputs = ["gen", "api"]
+read_batch_bytes = "8 KiB"
+channel_batches = 3
+
+[sinks.store]
+type = "object_store"
+inputs = ["api"]
+url = "s3://bucket/prefix"
+format = "ndjson"
+part_size = "5 MiB"
+upload_concurrency = 2
+max_open_files = 1
+"#;
+
+    #[test]
+    fn the_estimate_is_the_hand_computed_sum() {
+        let config = Config::from_toml(SMALL).expect("valid");
+        let inventory = config.inventory();
+        let rows: Vec<(&str, Option<u64>, u64)> = inventory
+            .queues
+            .iter()
+            .map(|q| (q.name.as_str(), q.items, q.bytes))
+            .collect();
+        const KIB: u64 = 1024;
+        const MIB: u64 = 1024 * 1024;
+        assert_eq!(
+            rows,
+            [
+                ("sources.api.requests", Some(3), 3 * 16 * KIB),
+                ("sources.api.tickets", Some(5), 0),
+                ("sources.gen.batch", Some(10), 10 * 100),
+                ("sources.gen.tickets", Some(64), 0),
+                ("wal.channel", Some(4), 64 * KIB),
+                ("sinks.out.channel", Some(3), 3 * 8 * KIB),
+                ("sinks.store.channel", Some(2), 2 * MIB),
+                ("sinks.store.encoders", Some(1), 5 * MIB),
+                ("sinks.store.uploads", Some(2), 2 * 5 * MIB),
+                ("runtime.log_queue", Some(10), 10 * KIB),
+            ]
+        );
+        let hand_sum =
+            3 * 16 * KIB + 1000 + 64 * KIB + 24 * KIB + 2 * MIB + 5 * MIB + 10 * MIB + 10 * KIB;
+        assert_eq!(inventory.memory_estimate_bytes, hand_sum);
+        assert_eq!(inventory.memory_target_bytes, MIB);
+        assert!(inventory.over_target());
+    }
+
+    #[test]
+    fn mqtt_bounds_come_from_the_window_and_the_qos0_budget() {
+        let text = SMALL.replace(
+            "type = \"http\"\nlisten = \"127.0.0.1:8080\"\nmax_body = \"16 KiB\"\nmax_concurrent_requests = 3",
+            "type = \"mqtt\"\nurl = \"mqtt://127.0.0.1:18830\"\ntopics = [\"t/#\"]\nmax_message_bytes = \"2 KiB\"\n\
+             expected_broker_window = 7\nqos0_queue_bytes = \"32 KiB\"",
+        );
+        let inventory = Config::from_toml(&text).expect("valid").inventory();
+        let window = &inventory.queues[0];
+        assert_eq!(
+            (window.name.as_str(), window.items, window.bytes),
+            ("sources.api.window", Some(7), 7 * 2048)
+        );
+        assert!(
+            window.note.contains("disconnects above 28 unacked"),
+            "{}",
+            window.note
+        );
+        let qos0 = &inventory.queues[1];
+        assert_eq!(
+            (qos0.name.as_str(), qos0.items, qos0.bytes),
+            ("sources.api.qos0_queue", None, 32 * 1024)
+        );
+    }
+
+    #[test]
+    fn huge_bounds_saturate_instead_of_overflowing() {
+        let text = SMALL
+            .replace("max_open_files = 1", "max_open_files = 4294967295")
+            .replace("part_size = \"5 MiB\"", "part_size = \"8 EiB\"");
+        let inventory = Config::from_toml(&text).expect("valid").inventory();
+        assert_eq!(inventory.memory_estimate_bytes, u64::MAX);
+    }
+
+    #[test]
+    fn disk_budgets_name_the_on_full_choice() {
+        let inventory = Config::from_toml(SMALL).expect("valid").inventory();
+        assert_eq!(inventory.disks[0].name, "wal");
+        assert_eq!(inventory.disks[0].max_bytes, 1 << 30);
+        assert!(inventory.disks[0].when_full.starts_with("on_full = reject"));
+        assert_eq!(inventory.disks[1].dir, PathBuf::from("d/quarantine"));
+    }
+}

@@ -1,0 +1,426 @@
+//! Whole-configuration tests: defaults, every error kind, every error at once.
+
+mod properties;
+mod sources;
+mod types;
+
+use super::*;
+
+const MINIMAL: &str = r#"
+[runtime]
+data_dir = "./weir-data"
+
+[wal]
+max_disk = "1 GiB"
+on_full = "block"
+
+[sources.gen]
+type = "generator"
+rate = 5000
+
+[sinks.lake]
+type = "parquet"
+inputs = ["gen"]
+path = "./weir-out/lake"
+"#;
+
+fn errors(text: &str) -> Vec<String> {
+    match Config::from_toml(text) {
+        Ok(config) => panic!("expected errors, got {config:#?}"),
+        Err(errors) => errors.errors().iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn minimal_config_fills_defaults() {
+    let config = Config::from_toml(MINIMAL).expect("valid");
+    assert_eq!(config.wal.on_full, OnFull::Block);
+    assert_eq!(config.wal.dir, std::path::Path::new("./weir-data/wal"));
+    assert_eq!(config.wal.max_pending_bytes.bytes(), 8 << 20);
+    assert_eq!(config.wal.channel_batches.get(), 256);
+    assert_eq!(config.wal.sync, WalSync::Always);
+    assert_eq!(config.runtime.status_addr.to_string(), "127.0.0.1:9464");
+    assert_eq!(
+        config.quarantine.dir,
+        std::path::Path::new("./weir-data/quarantine")
+    );
+    let sink = &config.sinks["lake"];
+    assert!(sink.required);
+    assert_eq!(sink.start_from, StartFrom::Earliest);
+    assert_eq!(sink.channel_batches.get(), 2);
+    assert_eq!(config.sources["gen"].max_uncommitted_tickets.get(), 64);
+}
+
+/// `MINIMAL` with `extra` appended and `replace` pairs applied.
+fn with(replace: &[(&str, &str)], extra: &str) -> String {
+    let mut text = MINIMAL.to_owned();
+    for (from, to) in replace {
+        assert!(text.contains(from), "MINIMAL has no {from:?}");
+        text = text.replace(from, to);
+    }
+    text.push_str(extra);
+    text
+}
+
+fn paths(text: &str) -> Vec<String> {
+    match Config::from_toml(text) {
+        Ok(_) => panic!("expected errors"),
+        Err(errors) => errors
+            .errors()
+            .iter()
+            .map(|e| e.path().unwrap_or("<no path>").to_owned())
+            .collect(),
+    }
+}
+
+#[test]
+fn five_mistakes_give_five_errors_with_paths() {
+    let text = r#"
+[runtime]
+data_dir = "./d"
+memory_target = "lots"
+
+[wal]
+max_disk = "1 GiB"
+
+[sources.gen]
+type = "generator"
+rate = 10
+batch_size = 0
+
+[sinks.lake]
+type = "parquet"
+inputs = ["gne"]
+path = "./out"
+rotate = { bytes = "128 MiB", agee = "5m" }
+"#;
+    assert_eq!(
+        paths(text),
+        [
+            "runtime.memory_target",
+            "wal.on_full",
+            "sources.gen.batch_size",
+            "sinks.lake.inputs[0]",
+            "sinks.lake.rotate.agee",
+        ]
+    );
+}
+
+#[test]
+fn missing_on_full_explains_why_and_lists_the_choices() {
+    let errors = errors(&MINIMAL.replace("on_full = \"block\"", ""));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let message = &errors[0];
+    assert!(
+        message.starts_with("wal.on_full: missing required key"),
+        "{message}"
+    );
+    for needle in [
+        "no default",
+        "\"block\"",
+        "\"reject\"",
+        "\"drop_oldest\"",
+        "acknowledged data",
+    ] {
+        assert!(message.contains(needle), "{needle} not in {message}");
+    }
+}
+
+#[test]
+fn an_empty_file_reports_every_required_key() {
+    assert_eq!(
+        paths(""),
+        [
+            "runtime.data_dir",
+            "wal.max_disk",
+            "wal.on_full",
+            "sources",
+            "sinks"
+        ]
+    );
+}
+
+#[test]
+fn syntax_errors_carry_line_and_column() {
+    let errors = errors("[runtime]\ndata_dir = \"x\"\nmemory_target = = 3\n");
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].starts_with("line 3, column "), "{}", errors[0]);
+    assert!(errors[0].contains("invalid TOML"));
+}
+
+#[test]
+fn unknown_keys_and_sections_name_the_path_and_the_allowed_keys() {
+    let errors = errors(&with(
+        &[("on_full", "segment_bytez = \"8 MiB\"\non_full")],
+        "\n[extra]\nx = 1\n",
+    ));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("wal.segment_bytez: unknown key (did you mean `segment_bytes`?)")
+    );
+    assert!(errors[0].contains("allowed keys here: channel_batches, dir, max_disk"));
+    assert!(errors[1].starts_with("extra: unknown key"));
+    assert!(errors[1].contains("quarantine, runtime, sinks, sources, wal"));
+}
+
+#[test]
+fn an_unknown_type_is_one_error_with_a_suggestion() {
+    let errors = errors(&MINIMAL.replace("type = \"parquet\"", "type = \"parket\""));
+    assert_eq!(
+        errors,
+        [
+            r#"sinks.lake.type: expected one of "file", "parquet", "object_store", "http", "blackhole", found "parket" (did you mean "parquet"?)"#
+        ]
+    );
+    let missing = errors_of_source("rate = 5");
+    assert_eq!(missing.len(), 1);
+    assert!(
+        missing[0].starts_with("sources.s.type: missing required key; expected one of: generator")
+    );
+}
+
+fn errors_of_source(body: &str) -> Vec<String> {
+    let text = with(
+        &[("inputs = [\"gen\"]", "inputs = [\"gen\", \"s\"]")],
+        &format!("\n[sources.s]\n{body}\n"),
+    );
+    errors(&text)
+}
+
+#[test]
+fn zero_bounds_are_refused() {
+    let text = with(
+        &[(
+            "on_full = \"block\"",
+            "on_full = \"block\"\nmax_pending_bytes = 0\nchannel_batches = 0",
+        )],
+        "",
+    );
+    assert_eq!(
+        paths(&text),
+        ["wal.max_pending_bytes", "wal.channel_batches"]
+    );
+}
+
+#[test]
+fn status_addr_must_be_loopback_unless_public() {
+    let public = with(
+        &[("data_dir", "status_addr = \"0.0.0.0:9464\"\ndata_dir")],
+        "",
+    );
+    assert_eq!(paths(&public), ["runtime.status_addr"]);
+    let explicit = public.replace("data_dir", "status_public = true\ndata_dir");
+    let config = Config::from_toml(&explicit).expect("explicitly public");
+    assert!(config.runtime.status_public);
+}
+
+#[test]
+fn listen_addresses_must_not_collide() {
+    let http = |name: &str, listen: &str| {
+        format!("\n[sources.{name}]\ntype = \"http\"\nlisten = \"{listen}\"\n")
+    };
+    let same_as_status = with(&[], &http("api", "127.0.0.1:9464"));
+    let errors = errors(&same_as_status);
+    assert_eq!(
+        errors,
+        [
+            "sources.api.listen: 127.0.0.1:9464 conflicts with runtime.status_addr = 127.0.0.1:9464; give each listener its own port"
+        ]
+    );
+    let wildcard = with(
+        &[],
+        &format!(
+            "{}{}",
+            http("a", "0.0.0.0:8080"),
+            http("b", "127.0.0.1:8080")
+        ),
+    );
+    assert_eq!(paths(&wildcard), ["sources.b.listen"]);
+    let any_port = with(
+        &[],
+        &format!("{}{}", http("a", "127.0.0.1:0"), http("b", "127.0.0.1:0")),
+    );
+    assert!(Config::from_toml(&any_port).is_ok());
+}
+
+#[test]
+fn wal_consistency_checks() {
+    let interval_without_mode = with(&[("on_full", "sync_interval = \"10ms\"\non_full")], "");
+    assert_eq!(paths(&interval_without_mode), ["wal.sync_interval"]);
+    let interval = with(&[("on_full", "sync = \"interval\"\non_full")], "");
+    let config = Config::from_toml(&interval).expect("valid");
+    assert_eq!(
+        config.wal.sync,
+        WalSync::Interval {
+            every: Duration::millis(100)
+        }
+    );
+    assert!(config.warnings().iter().any(|w| w.starts_with("wal.sync")));
+    let huge_segments = with(&[("on_full", "segment_bytes = \"600 MiB\"\non_full")], "");
+    assert_eq!(paths(&huge_segments), ["wal.segment_bytes"]);
+    let big_body = with(
+        &[(
+            "type = \"generator\"\nrate = 5000",
+            "type = \"http\"\nlisten = \"127.0.0.1:8080\"\nmax_body = \"9 MiB\"",
+        )],
+        "",
+    );
+    let errors = errors(&big_body);
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].starts_with(
+        "sources.gen: a batch of max_body = 9 MiB is larger than wal.max_pending_bytes = 8 MiB"
+    ));
+}
+
+#[test]
+fn sink_keys_are_checked() {
+    let lag_on_optional = with(&[], "required = false\nmax_lag = { bytes = \"1 GiB\" }\n");
+    assert_eq!(paths(&lag_on_optional), ["sinks.lake.max_lag"]);
+    let empty_lag = with(&[], "max_lag = {}\n");
+    assert_eq!(paths(&empty_lag), ["sinks.lake.max_lag"]);
+    let retry = with(&[], "retry = { initial = \"1m\", max = \"1s\" }\n");
+    assert_eq!(paths(&retry), ["sinks.lake.retry.initial"]);
+    let inputs = with(&[("inputs = [\"gen\"]", "inputs = []")], "");
+    assert_eq!(paths(&inputs), ["sinks.lake.inputs"]);
+    let twice = with(&[("inputs = [\"gen\"]", "inputs = [\"gen\", \"gen\"]")], "");
+    assert_eq!(paths(&twice), ["sinks.lake.inputs[1]"]);
+    let config = Config::from_toml(&with(
+        &[],
+        "max_lag = { age = \"1h\" }\nstart_from = \"latest\"\n",
+    ))
+    .expect("valid");
+    let sink = &config.sinks["lake"];
+    assert_eq!(
+        sink.max_lag,
+        Some(MaxLag {
+            bytes: None,
+            age: Some(Duration::secs(3600))
+        })
+    );
+    assert_eq!(sink.start_from, StartFrom::Latest);
+}
+
+#[test]
+fn object_store_checks_part_size_and_format_keys() {
+    let store = |extra: &str| {
+        with(
+            &[
+                ("type = \"parquet\"", "type = \"object_store\""),
+                ("path = \"./weir-out/lake\"", "url = \"s3://bucket/prefix\""),
+            ],
+            extra,
+        )
+    };
+    assert!(Config::from_toml(&store("")).is_ok());
+    assert_eq!(
+        paths(&store("part_size = \"1 MiB\"\n")),
+        ["sinks.lake.part_size"]
+    );
+    assert_eq!(
+        paths(&store("format = \"ndjson\"\ncompression = \"zstd\"\n")),
+        ["sinks.lake.compression"]
+    );
+    let bad_url = store("").replace("s3://bucket/prefix", "bucket");
+    assert_eq!(paths(&bad_url), ["sinks.lake.url"]);
+}
+
+#[test]
+fn names_must_be_usable_in_metrics_and_files() {
+    let text = with(
+        &[("inputs = [\"gen\"]", "inputs = [\"gen\", \"my gen\"]")],
+        "\n[sources.\"my gen\"]\ntype = \"generator\"\nrate = 1\n",
+    );
+    assert_eq!(paths(&text), ["sources.\"my gen\""]);
+}
+
+#[test]
+fn unread_sources_are_warned_about() {
+    let text = with(&[], "\n[sources.extra]\ntype = \"generator\"\nrate = 1\n");
+    let config = Config::from_toml(&text).expect("valid");
+    assert_eq!(
+        config.warnings(),
+        [
+            "sources.extra: no sink reads this source; its records fill the WAL and are only deleted by retention"
+        ]
+    );
+}
+
+#[test]
+fn the_hash_ignores_formatting_and_explicit_defaults() {
+    let base = Config::from_toml(MINIMAL).expect("valid").hash();
+    let spelled_out = with(
+        &[(
+            "on_full = \"block\"",
+            "on_full = \"block\" # comment\nmax_pending_bytes = \"8 MiB\"\nsync = \"always\"",
+        )],
+        "required = true\n",
+    );
+    assert_eq!(Config::from_toml(&spelled_out).expect("valid").hash(), base);
+    let other_choice = MINIMAL.replace("\"block\"", "\"drop_oldest\"");
+    assert_ne!(
+        Config::from_toml(&other_choice).expect("valid").hash(),
+        base
+    );
+    let shown = base.to_string();
+    assert!(
+        shown.starts_with("sha256:") && shown.len() == "sha256:".len() + 16,
+        "{shown}"
+    );
+    assert_eq!(base.hex().len(), 64);
+}
+
+#[test]
+fn cross_checks_skip_keys_that_already_failed() {
+    let text = with(
+        &[
+            (
+                "on_full = \"block\"",
+                "on_full = \"block\"\nmax_pending_bytes = \"tiny\"",
+            ),
+            (
+                "data_dir = \"./weir-data\"",
+                "data_dir = \"./weir-data\"\nstatus_addr = \"127.0.0.1\"",
+            ),
+        ],
+        "\n[sources.api]\ntype = \"http\"\nlisten = \"127.0.0.1:9464\"\nmax_body = \"9 MiB\"\n",
+    );
+    // Without the skip, the stand-in defaults (8 MiB, 127.0.0.1:9464) would add two
+    // errors that are only consequences of these two.
+    assert_eq!(
+        paths(&text),
+        ["runtime.status_addr", "wal.max_pending_bytes"]
+    );
+}
+
+#[test]
+fn pair_checks_skip_a_key_that_already_failed() {
+    // An invalid segment_bytes stands in as 64 MiB, which would not fit twice in 100 MiB.
+    let segments = with(
+        &[(
+            "max_disk = \"1 GiB\"",
+            "max_disk = \"100 MiB\"\nsegment_bytes = \"x\"",
+        )],
+        "",
+    );
+    assert_eq!(paths(&segments), ["wal.segment_bytes"]);
+    let retry = with(&[], "retry = { initial = \"1h\", max = 5 }\n");
+    assert_eq!(paths(&retry), ["sinks.lake.retry.max"]);
+}
+
+#[test]
+fn directories_are_not_shared() {
+    let text = with(
+        &[(
+            "max_disk = \"1 GiB\"",
+            "max_disk = \"1 GiB\"\ndir = \"./weir-data/quarantine/\"",
+        )],
+        "\n[sinks.copy]\ntype = \"file\"\ninputs = [\"gen\"]\npath = \"weir-out/lake\"\n",
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "quarantine.dir: ./weir-data/quarantine is also wal.dir; each needs its own directory, or their files would collide",
+            "sinks.lake.path: ./weir-out/lake is also sinks.copy.path; each needs its own directory, or their files would collide",
+        ]
+    );
+}

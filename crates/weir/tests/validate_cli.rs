@@ -1,0 +1,197 @@
+//! `weir validate` end to end: the shipped examples, a broken config, the estimate and
+//! its warning.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn weir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn validate(path: &Path) -> Output {
+    weir()
+        .arg("validate")
+        .arg(path)
+        .output()
+        .expect("the weir binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Writes `text` to a temporary config file and validates it.
+fn validate_text(text: &str) -> Output {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("weir.toml");
+    std::fs::write(&path, text).expect("write the config");
+    validate(&path)
+}
+
+#[test]
+fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
+    let output = validate(&repo_root().join("examples/quickstart.toml"));
+    let out = stdout(&output);
+    assert!(
+        output.status.success(),
+        "stdout:\n{out}\nstderr:\n{}",
+        stderr(&output)
+    );
+    for needle in [
+        "quickstart.toml: valid",
+        "config hash: sha256:",
+        "sources.gen.batch",
+        "sources.gen.tickets",
+        "wal.channel",
+        "sinks.lake.channel",
+        "sinks.lake.encoders",
+        "sinks.slow.channel",
+        "runtime.log_queue",
+        "memory estimate:",
+        "of runtime.memory_target = 256 MiB",
+        "32 MiB",
+        "on_full = block",
+        "quarantine",
+    ] {
+        assert!(out.contains(needle), "{needle:?} missing from:\n{out}");
+    }
+    assert!(!out.contains("WARNING"), "{out}");
+}
+
+#[test]
+fn every_example_is_valid() {
+    for name in ["quickstart", "http", "mqtt"] {
+        let output = validate(&repo_root().join(format!("examples/{name}.toml")));
+        assert!(output.status.success(), "{name}: {}", stderr(&output));
+    }
+}
+
+#[test]
+fn a_bad_config_lists_every_error_with_its_path() {
+    let output = validate_text(
+        r#"
+[runtime]
+data_dir = "d"
+status_addr = "0.0.0.0:9464"
+
+[wal]
+max_disk = "1 GiB"
+
+[sources.gen]
+type = "generator"
+rate = 10
+batch_size = 0
+
+[sinks.lake]
+type = "parquet"
+inputs = ["gne"]
+path = "out"
+rotate = { bytes = "lots" }
+colour = "blue"
+"#,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).is_empty());
+    let err = stderr(&output);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 7, "{err}");
+    let expected_starts = [
+        "error: runtime.status_addr: ",
+        "error: wal.on_full: missing required key",
+        "error: sources.gen.batch_size: ",
+        "error: sinks.lake.inputs[0]: no source named \"gne\"",
+        "error: sinks.lake.rotate.bytes: expected a size like \"128 MiB\" (or a whole number of bytes), found \"lots\"",
+        "error: sinks.lake.colour: unknown key; allowed keys here: ",
+    ];
+    for (line, start) in lines.iter().zip(expected_starts) {
+        assert!(
+            line.starts_with(start),
+            "{line:?} should start with {start:?}"
+        );
+    }
+    assert!(lines[6].ends_with("invalid, 6 errors"), "{}", lines[6]);
+}
+
+#[test]
+fn a_missing_file_and_a_syntax_error_fail_cleanly() {
+    let missing = validate(Path::new("/nonexistent/weir.toml"));
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).starts_with("error: cannot read /nonexistent/weir.toml"));
+    let syntax = validate_text("[runtime\n");
+    assert_eq!(syntax.status.code(), Some(1));
+    assert!(
+        stderr(&syntax).starts_with("error: line 1, column 9: invalid TOML"),
+        "{}",
+        stderr(&syntax)
+    );
+}
+
+const SMALL: &str = r#"
+[runtime]
+data_dir = "d"
+memory_target = "TARGET"
+log_queue = 16
+log_line_max_bytes = "1 KiB"
+
+[wal]
+max_disk = "64 MiB"
+segment_bytes = "1 MiB"
+on_full = "drop_oldest"
+max_pending_bytes = "128 KiB"
+
+[sources.gen]
+type = "generator"
+rate = 100
+batch_size = 50
+size = 1000
+
+[sinks.lake]
+type = "parquet"
+inputs = ["gen"]
+path = "out"
+read_batch_bytes = "64 KiB"
+row_group_bytes = "256 KiB"
+max_open_files = 2
+"#;
+
+/// 50 × 1000 (batch) + 128 KiB (WAL) + 2 × 64 KiB (sink channel) + 2 × 256 KiB
+/// (encoders) + 16 × 1 KiB (logs).
+const SMALL_ESTIMATE: u64 = 50 * 1000 + 128 * 1024 + 2 * 64 * 1024 + 2 * 256 * 1024 + 16 * 1024;
+
+#[test]
+fn the_memory_estimate_is_the_hand_computed_sum() {
+    let output = validate_text(&SMALL.replace("TARGET", "1 MiB"));
+    let out = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        out.contains(&format!(
+            "({SMALL_ESTIMATE} bytes, the sum of the bounds above)"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("on_full = drop_oldest"), "{out}");
+    assert!(!out.contains("WARNING"), "{out}");
+}
+
+#[test]
+fn an_estimate_above_the_target_warns_but_stays_valid() {
+    let output = validate_text(&SMALL.replace("TARGET", "512 KiB"));
+    let out = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let warning = out
+        .lines()
+        .find(|line| line.starts_with("WARNING: "))
+        .unwrap_or_else(|| panic!("no WARNING line in:\n{out}"));
+    assert!(
+        warning.contains("above runtime.memory_target 512 KiB"),
+        "{warning}"
+    );
+}
