@@ -82,6 +82,12 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     /// Sends `item`. Under a `Block` policy (or fallback) it waits until there is room,
     /// behind senders already waiting (FIFO); other policies answer at once.
     ///
+    /// Once senders wait, they are let in when a batch of room is free (an eighth of
+    /// the item capacity, 1 to 256 slots), not after every single take: a sender that
+    /// waited then finds room for many sends in a row instead of parking after each.
+    /// An empty queue always has a batch of room, so no sender waits on a drained
+    /// queue.
+    ///
     /// # Cancel safety
     ///
     /// Cancel-safe in the sense that matters: dropping the future before it completes
