@@ -17,7 +17,8 @@ use std::hint::black_box;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use weir_flow::queue::{Capacity, OnFull, QueueConfig, channel};
+use weir_flow::Clock;
+use weir_flow::queue::{Capacity, OnFull, QueueConfig, channel, channel_with_clock};
 
 const ITEMS: usize = 100_000;
 const CAPACITY: usize = 1024;
@@ -66,6 +67,20 @@ macro_rules! run {
 async fn weir(producers: usize) -> usize {
     let (tx, mut rx) =
         channel::<Item, ()>(QueueConfig::new(Capacity::items(CAPACITY), OnFull::Block));
+    run!(
+        producers,
+        tx,
+        rx,
+        |i| tx.send(item(i)).await.expect("open"),
+        rx.recv().await
+    )
+}
+
+/// As [`weir`], timed by tokio's clock ([`Clock::new`]: full resolution, two
+/// `CLOCK_MONOTONIC` readings per item) instead of the default coarse clock.
+async fn weir_tokio_clock(producers: usize) -> usize {
+    let config = QueueConfig::new(Capacity::items(CAPACITY), OnFull::Block);
+    let (tx, mut rx) = channel_with_clock::<Item, ()>(config, Clock::new());
     run!(
         producers,
         tx,
@@ -188,8 +203,9 @@ fn async_channel_channel(producers: usize) -> usize {
 }
 
 /// The cases of the timed comparison, in the order they are run within each round.
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "weir",
+    "weir, tokio clock",
     "tokio mpsc",
     "flume",
     "async-channel",
@@ -203,10 +219,11 @@ fn time_case(case: usize, producers: usize) -> Duration {
     let checksum = RUNTIME.block_on(async move {
         match case {
             0 => weir(producers).await,
-            1 => tokio_mpsc(producers).await,
-            2 => flume(producers).await,
-            3 => async_channel(producers).await,
-            4 => weir_batched(producers).await,
+            1 => weir_tokio_clock(producers).await,
+            2 => tokio_mpsc(producers).await,
+            3 => flume(producers).await,
+            4 => async_channel(producers).await,
+            5 => weir_batched(producers).await,
             _ => tokio_mpsc_batched(producers).await,
         }
     });
@@ -246,7 +263,15 @@ fn compare() {
     );
     for producers in PRODUCERS {
         let times = medians(runs, producers);
-        let [weir, tokio, flume, async_channel, weir_many, tokio_many] = times.map(rate);
+        let [
+            weir,
+            weir_tokio_clock,
+            tokio,
+            flume,
+            async_channel,
+            weir_many,
+            tokio_many,
+        ] = times.map(rate);
         println!(
             "{producers} → 1: weir {weir:.2}  tokio mpsc {tokio:.2}  flume {flume:.2}  \
              async-channel {async_channel:.2}  | ratio vs tokio {:.2}, vs flume {:.2}, \
@@ -254,6 +279,11 @@ fn compare() {
             weir / tokio,
             weir / flume,
             weir / async_channel
+        );
+        println!(
+            "{producers} → 1, weir on tokio's clock (Clock::new): {weir_tokio_clock:.2}  \
+             | ratio vs tokio {:.2}",
+            weir_tokio_clock / tokio
         );
         println!(
             "{producers} → 1, recv_many({BATCH}): weir {weir_many:.2}  tokio mpsc {tokio_many:.2}  \

@@ -1,11 +1,22 @@
 //! The async queue on tokio: timeouts on the paused clock, every policy through the
 //! shell, and many producers.
 
+use std::hash::Hash;
 use std::time::Duration;
 
+use weir_flow::Clock;
 use weir_flow::queue::{
-    Capacity, Fallback, OnFull, QueueConfig, ReserveError, SendError, Sent, TryRecvError, channel,
+    Capacity, Fallback, OnFull, QueueConfig, Receiver, ReserveError, SendError, Sent, TryRecvError,
+    channel, channel_with_clock,
 };
+
+/// A queue on tokio's clock, for tests that measure ages on the paused clock
+/// (`channel` uses the coarse clock, which does not follow it).
+fn tokio_clock_channel<T, K: Hash + Eq + Clone>(
+    config: QueueConfig<T, K>,
+) -> (weir_flow::queue::Sender<T, K>, Receiver<T, K>) {
+    channel_with_clock(config, Clock::new())
+}
 
 #[tokio::test(start_paused = true)]
 async fn send_timeout_gives_up_counts_and_hands_back() {
@@ -30,7 +41,8 @@ async fn send_timeout_gives_up_counts_and_hands_back() {
 
 #[tokio::test(start_paused = true)]
 async fn send_timeout_succeeds_when_room_comes_in_time() {
-    let (tx, mut rx) = channel::<u32, ()>(QueueConfig::new(Capacity::items(1), OnFull::Block));
+    let (tx, mut rx) =
+        tokio_clock_channel::<u32, ()>(QueueConfig::new(Capacity::items(1), OnFull::Block));
     tx.send(0).await.expect("room");
     let consumer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -55,7 +67,7 @@ async fn expired_items_are_discarded_counted_and_seen() {
         max_age: Duration::from_millis(500),
         when_full: Fallback::Reject,
     };
-    let (tx, mut rx) = channel::<u32, ()>(QueueConfig::new(Capacity::items(8), policy));
+    let (tx, mut rx) = tokio_clock_channel::<u32, ()>(QueueConfig::new(Capacity::items(8), policy));
     tx.send(1).await.expect("room");
     tokio::time::advance(Duration::from_millis(100)).await;
     tx.send(2).await.expect("room");
@@ -225,7 +237,7 @@ async fn recv_many_takes_a_batch_under_one_reading() {
         max_age: Duration::from_millis(10),
         when_full: Fallback::Block,
     };
-    let (tx, mut rx) = channel::<u32, ()>(QueueConfig::new(Capacity::items(8), policy));
+    let (tx, mut rx) = tokio_clock_channel::<u32, ()>(QueueConfig::new(Capacity::items(8), policy));
     tx.send(0).await.expect("room");
     tokio::time::advance(Duration::from_millis(11)).await;
     for i in 1..=5 {
@@ -242,5 +254,38 @@ async fn recv_many_takes_a_batch_under_one_reading() {
     assert_eq!(rx.recv_many(&mut batch, 10).await, 0, "closed and drained");
     let stats = rx.stats();
     assert_eq!((stats.expired, stats.delivered), (1, 5));
+    assert!(stats.is_conserved());
+}
+
+/// The default (coarse) clock never expires an item early: one younger than `max_age`
+/// is delivered, one well past it (more than two ticks) is expired.
+#[tokio::test]
+async fn coarse_clock_never_expires_early() {
+    let max_age = Duration::from_millis(30);
+    let policy = OnFull::Expire {
+        max_age,
+        when_full: Fallback::Reject,
+    };
+    let (tx, mut rx) = channel::<u32, ()>(QueueConfig::new(Capacity::items(8), policy));
+    let started = std::time::Instant::now();
+    tx.send(1).await.expect("room");
+    let young = rx.recv().await;
+    if started.elapsed() <= max_age {
+        assert_eq!(young, Some(1), "taken before max_age: must be delivered");
+    }
+    tx.send(2).await.expect("room");
+    tx.send(3).await.expect("room");
+    let tick = Clock::coarse().resolution();
+    std::thread::sleep(max_age + tick * 3);
+    drop(tx);
+    assert_eq!(
+        rx.recv().await,
+        None,
+        "both items are past max_age + 2 ticks"
+    );
+    let stats = rx.stats();
+    // Under heavy load the first take may itself come after `max_age`.
+    assert_eq!(stats.delivered, u64::from(young.is_some()));
+    assert_eq!(stats.delivered + stats.expired, 3);
     assert!(stats.is_conserved());
 }

@@ -40,11 +40,14 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use weir_flow::queue::{channel, Capacity, Fallback, OnFull, QueueConfig};
+    /// use weir_flow::Clock;
+    /// use weir_flow::queue::{channel_with_clock, Capacity, Fallback, OnFull, QueueConfig};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
     /// let policy = OnFull::Expire { max_age: Duration::from_millis(100), when_full: Fallback::Reject };
-    /// let (tx, mut rx) = channel(QueueConfig::new(Capacity::items(8), policy));
+    /// // Tokio's clock, so that the paused clock's `advance` ages the items.
+    /// let config = QueueConfig::new(Capacity::items(8), policy);
+    /// let (tx, mut rx) = channel_with_clock(config, Clock::new());
     /// tx.send("stale").await.expect("room");
     /// tokio::time::advance(Duration::from_millis(150)).await;
     /// tx.send("fresh").await.expect("room");

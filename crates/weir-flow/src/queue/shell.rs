@@ -10,12 +10,22 @@ use std::time::Duration;
 use super::Receiver;
 use super::error::{ReserveError, SendError, Sent};
 use super::shared::{Shared, State, WaitEnd};
-use super::{Offer, QueueConfig, QueueCore, Reservation, ReserveRefused};
+use super::{Offer, OnFull, QueueConfig, QueueCore, Reservation, ReserveRefused};
 use crate::sync::Arc;
 use crate::{Clock, FlowStats};
 
 /// Creates a bounded queue with one receiver and any number of senders (clone the
-/// [`Sender`]), timed by a new [`Clock`].
+/// [`Sender`]), timed by a new [`Clock::coarse`].
+///
+/// Every item is stamped when queued and when taken (for `oldest_age`,
+/// `max_queue_wait` and `Expire`). The coarse clock makes those stamps cheap, at the
+/// price of its resolution (one timer tick, typically 1–4 ms; see
+/// [`Clock::resolution`]): ages and waits are exact to within a tick, and under
+/// [`OnFull::Expire`](super::OnFull::Expire) an item is **never expired before it is
+/// `max_age` old** but may be delivered up to two ticks past it (the shell widens
+/// `max_age` by one tick to stay on that side). The coarse clock does not follow
+/// tokio's paused clock: to test with `tokio::time::pause`, or for tick-exact
+/// expiry, use [`channel_with_clock`] with [`Clock::new`].
 ///
 /// # Examples
 ///
@@ -41,14 +51,46 @@ use crate::{Clock, FlowStats};
 pub fn channel<T, K: Hash + Eq + Clone>(
     config: QueueConfig<T, K>,
 ) -> (Sender<T, K>, Receiver<T, K>) {
-    channel_with_clock(config, Clock::new())
+    channel_with_clock(config, Clock::coarse())
 }
 
-/// Like [`channel`], timing enqueues and takes with `clock`.
+/// Like [`channel`], timing enqueues and takes with `clock`. [`Clock::new`] follows
+/// tokio's clock (paused-clock tests, full resolution, two `CLOCK_MONOTONIC` readings
+/// per item); [`Clock::coarse`] is what [`channel`] uses. A clock of coarse
+/// resolution widens an `Expire` policy's `max_age` by its resolution, so no item is
+/// expired early.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_flow::Clock;
+/// use weir_flow::queue::{channel_with_clock, Capacity, Fallback, OnFull, QueueConfig};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let policy = OnFull::Expire { max_age: Duration::from_millis(100), when_full: Fallback::Reject };
+/// // Tokio's clock: expiry follows the paused clock to the nanosecond.
+/// let (tx, mut rx) = channel_with_clock(QueueConfig::new(Capacity::items(8), policy), Clock::new());
+/// tx.send("stale").await.expect("room");
+/// tokio::time::advance(Duration::from_millis(101)).await;
+/// tx.send("fresh").await.expect("room");
+/// assert_eq!(rx.recv().await, Some("fresh"));
+/// assert_eq!(rx.stats().expired, 1);
+/// # });
+/// ```
 pub fn channel_with_clock<T, K: Hash + Eq + Clone>(
-    config: QueueConfig<T, K>,
+    mut config: QueueConfig<T, K>,
     clock: Clock,
 ) -> (Sender<T, K>, Receiver<T, K>) {
+    if let OnFull::Expire { max_age, when_full } = config.on_full {
+        // A reading lags the true time by up to one tick, so a measured age can fall
+        // short of the true age by a tick or exceed it by one: widening the deadline
+        // by a tick means a measured age past it is a true age past `max_age`.
+        config.on_full = OnFull::Expire {
+            max_age: max_age.saturating_add(clock.resolution()),
+            when_full,
+        };
+    }
     let shared = Arc::new(Shared::new(QueueCore::new(config), clock));
     (
         Sender {
