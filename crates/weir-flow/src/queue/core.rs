@@ -150,6 +150,22 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
         }
     }
 
+    /// The common case of [`QueueCore::offer`] without the [`Offer`] around it: queues
+    /// `item` (counted as offered and accepted) if the queue is open, not conflating
+    /// and has room, else hands it back untouched and uncounted for `offer` to decide.
+    #[inline]
+    pub(crate) fn try_push(&mut self, item: T, now: Timestamp) -> Result<(), T> {
+        if self.closed || self.conflate {
+            return Err(item);
+        }
+        let weight = self.weight_of(&item);
+        if !self.fits(weight) {
+            return Err(item);
+        }
+        self.push(item, weight, None, now);
+        Ok(())
+    }
+
     /// Takes the next deliverable item, discarding (and counting) expired ones on the
     /// way. Expired items are dropped; use [`QueueCore::take_with`] or
     /// [`QueueCore::pop`] to receive them. `None` when nothing deliverable is queued.

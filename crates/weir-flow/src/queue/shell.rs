@@ -116,8 +116,13 @@ pub struct Permit<'a, T, K: Hash + Eq + Clone = ()> {
 
 /// The first, synchronous step of a send.
 enum Attempt<T> {
+    /// Queued on the fast path (open, room, nobody waiting).
+    Queued,
     Done(Result<Sent<T>, SendError<T>>),
-    Wait { item: T, id: u64 },
+    Wait {
+        item: T,
+        id: u64,
+    },
 }
 
 impl<T, K: Hash + Eq + Clone> Sender<T, K> {
@@ -139,6 +144,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     /// given back and the next waiting sender is let in.
     pub async fn send(&self, item: T) -> Result<Sent<T>, SendError<T>> {
         match self.attempt(item) {
+            Attempt::Queued => Ok(Sent::Queued),
             Attempt::Done(result) => result,
             Attempt::Wait { item, id } => {
                 let mut wait = WaitGuard::new(&self.shared, id);
@@ -181,6 +187,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     pub async fn send_timeout(&self, item: T, timeout: Duration) -> Result<Sent<T>, SendError<T>> {
         let deadline = tokio::time::Instant::now() + timeout;
         match self.attempt(item) {
+            Attempt::Queued => Ok(Sent::Queued),
             Attempt::Done(result) => result,
             Attempt::Wait { item, id } => {
                 let mut wait = WaitGuard::new(&self.shared, id);
@@ -203,6 +210,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     /// uncounted.
     pub fn try_send(&self, item: T) -> Result<Sent<T>, SendError<T>> {
         match self.attempt(item) {
+            Attempt::Queued => Ok(Sent::Queued),
             Attempt::Done(result) => result,
             Attempt::Wait { item, id } => {
                 self.shared.leave(id);
@@ -339,7 +347,23 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     fn attempt(&self, item: T) -> Attempt<T> {
         let now = self.shared.clock.now();
         let mut state = self.shared.lock();
-        if state.must_wait_in_line() && !state.core.is_closed() {
+        let must_wait_in_line = state.must_wait_in_line();
+        let item = if must_wait_in_line {
+            item
+        } else {
+            match state.core.try_push(item, now) {
+                Ok(()) => {
+                    let waker = state.rx_waker.take();
+                    drop(state);
+                    if let Some(waker) = waker {
+                        waker.wake();
+                    }
+                    return Attempt::Queued;
+                }
+                Err(item) => item,
+            }
+        };
+        if must_wait_in_line && !state.core.is_closed() {
             let weight = state.core.weight_of(&item);
             if state
                 .core
