@@ -4,8 +4,10 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod config;
-#[allow(dead_code, reason = "the daemon runtime is built on it next")]
 mod record;
+mod runtime;
+mod sinks;
+mod sources;
 
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
@@ -21,6 +23,8 @@ enum Command {
     Lab(cmd::lab::LabArgs),
     /// Check a configuration file and print every bound, the memory estimate and the disk budgets.
     Validate(cmd::validate::ValidateArgs),
+    /// Run a pipeline: sources → WAL → sinks, until SIGTERM or SIGINT.
+    Run(cmd::run::RunArgs),
     /// Inspect or verify a write-ahead log directory.
     #[command(subcommand)]
     Wal(cmd::wal::WalCommand),
@@ -30,6 +34,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Lab(args) => cmd::lab::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Validate(args) => cmd::validate::run(args),
         Command::Wal(command) => cmd::wal::run(command),
     };

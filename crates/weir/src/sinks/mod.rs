@@ -1,0 +1,182 @@
+//! Sinks: where records go after the WAL.
+//!
+//! A sink driver (`runtime::driver`) reads the sink's cursor, decodes the records of the
+//! sink's `inputs` and hands them to a [`Sink`] in [`SinkBatch`]es. A sink answers with
+//! the offset up to which everything is stored ([`Written::durable_through`]); only then
+//! does the driver commit the cursor. Each sink lives in its own folder with the same
+//! file names: `mod.rs` (the async shell) and `core.rs` (its sans-IO policy).
+//!
+//! | sink | stores | durable when |
+//! |---|---|---|
+//! | [`file`] | NDJSON files, rotated by bytes and age | the batch is written and fsynced |
+//! | [`blackhole`] | nothing; counts, optionally at a limited rate | at once |
+
+pub mod blackhole;
+pub mod file;
+
+use std::path::PathBuf;
+
+use crate::config::{SinkConfig, SinkKind};
+use crate::record::{EncodeError, Record};
+
+/// Records read from the WAL for one sink, in offset order.
+#[derive(Debug, Default)]
+pub struct SinkBatch {
+    /// The records of the sink's inputs (records of other sources are already skipped).
+    pub records: Vec<Record>,
+    /// The offset after the last record read (skipped ones included): once the sink has
+    /// stored `records`, the cursor may move here.
+    pub next_offset: u64,
+    /// Payload bytes of `records`.
+    pub bytes: u64,
+}
+
+/// What a write achieved.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Everything below this offset is stored; `None` if nothing new became durable.
+    pub durable_through: Option<u64>,
+    /// Records the sink could not encode (not written, counted, reported).
+    pub unencodable: u64,
+}
+
+/// Why a sink write failed; the driver retries the batch with capped backoff.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// A filesystem operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// This build of `weir run` cannot drive the sink type.
+    #[error(
+        "sinks.{name}.type: {kind:?} sinks are not supported by `weir run` in this build; \
+         use a \"file\" or \"blackhole\" sink"
+    )]
+    Unsupported {
+        /// The sink's name.
+        name: String,
+        /// Its type.
+        kind: &'static str,
+    },
+    /// A blocking task was cancelled by runtime shutdown.
+    #[error("the sink's blocking task was cancelled by runtime shutdown")]
+    Cancelled,
+}
+
+impl SinkError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        SinkError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// One configured sink, ready to write.
+#[derive(Debug)]
+pub enum Sink {
+    /// NDJSON files.
+    File(file::FileSink),
+    /// Counts and discards.
+    Blackhole(blackhole::BlackholeSink),
+}
+
+/// A record that could not be encoded, and why: the driver hands it to the quarantine.
+#[derive(Debug)]
+pub struct Unencodable {
+    /// The record.
+    pub record: Record,
+    /// Why.
+    pub reason: EncodeError,
+}
+
+impl Sink {
+    /// Opens the sink `name` as configured (blocking file I/O: call it from a blocking
+    /// context).
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Unsupported`] for sink types this build does not drive;
+    /// [`SinkError::Io`] if its directory cannot be prepared.
+    pub fn open(name: &str, config: &SinkConfig) -> Result<Sink, SinkError> {
+        match &config.kind {
+            SinkKind::File(file) => Ok(Sink::File(file::FileSink::open(file)?)),
+            SinkKind::Blackhole(b) => Ok(Sink::Blackhole(blackhole::BlackholeSink::new(b))),
+            SinkKind::Parquet(_) => Err(unsupported(name, "parquet")),
+            SinkKind::ObjectStore(_) => Err(unsupported(name, "object_store")),
+            SinkKind::Http(_) => Err(unsupported(name, "http")),
+        }
+    }
+
+    /// Stores a batch; records it cannot encode are pushed to `rejects`.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`]: nothing of the batch counts as stored; the driver retries it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling may leave part of the batch written but not acknowledged; a retry
+    /// writes it again (at-least-once). Nothing acknowledged is lost.
+    pub async fn write(
+        &mut self,
+        batch: &std::sync::Arc<SinkBatch>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
+        match self {
+            Sink::File(s) => s.write(batch, rejects).await,
+            Sink::Blackhole(s) => Ok(s.write(batch).await),
+        }
+    }
+
+    /// Time-based work (rotation by age); called about once a second.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`] if closing a file failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the work finishes on a blocking thread either way.
+    pub async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
+        match self {
+            Sink::File(s) => s.tick().await,
+            Sink::Blackhole(_) => Ok(None),
+        }
+    }
+
+    /// Closes what is open so that everything written is durable (shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`] if closing a file failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe as [`Sink::tick`].
+    pub async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
+        match self {
+            Sink::File(s) => s.finish().await,
+            Sink::Blackhole(_) => Ok(None),
+        }
+    }
+}
+
+fn unsupported(name: &str, kind: &'static str) -> SinkError {
+    SinkError::Unsupported {
+        name: name.to_owned(),
+        kind,
+    }
+}
