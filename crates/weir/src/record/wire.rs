@@ -259,7 +259,7 @@ mod tests {
     fn bad_utf8_names_the_field() {
         let mut wire = Vec::new();
         example().encode_into(&mut wire);
-        wire[6] = 0xff; // first byte of the key
+        wire[8] = 0xff; // first byte of the key: after version, source length, "gen", key length
         assert_eq!(
             Record::decode(Bytes::from(wire)),
             Err(DecodeError::Utf8 { field: "key" })
