@@ -18,7 +18,10 @@ use std::time::Duration;
 /// ```
 /// use weir_flow::FlowStats;
 ///
-/// let stats = FlowStats { offered: 3, accepted: 2, rejected: 1, delivered: 1, depth: 1, ..FlowStats::default() };
+/// // The struct is `#[non_exhaustive]`: outside the crate, start from the default.
+/// let mut stats = FlowStats::default();
+/// (stats.offered, stats.accepted, stats.rejected) = (3, 2, 1);
+/// (stats.delivered, stats.depth) = (1, 1);
 /// assert!(stats.is_conserved());
 /// assert_eq!(stats.dropped(), 0);
 /// ```

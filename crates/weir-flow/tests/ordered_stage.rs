@@ -348,3 +348,82 @@ async fn littles_law_depth_delivers_the_target_throughput() {
         "{serial:.1}/s: capped at 1 / latency"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_operation_is_released_in_order_as_abandoned() {
+    let mut config = OrderedConfig::new(nz(2));
+    config.attempt_timeout = None;
+    let stage = OrderedStage::new(config, |n: u32| async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_ne!(n, 1, "operation {n} panics (expected by the test)");
+        Ok::<u32, ()>(n)
+    })
+    .unwrap();
+    for n in 0..3 {
+        stage.submit(n).await.unwrap();
+    }
+    stage.close();
+    assert_eq!(stage.next().await, Some(Ok(0)));
+    assert_eq!(
+        stage.next().await,
+        Some(Err(OrderedError::Abandoned { attempts: 1 }))
+    );
+    assert_eq!(stage.next().await, Some(Ok(2)));
+    assert_eq!(stage.next().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_stage_cancels_running_operations() {
+    let finished = Arc::new(AtomicUsize::new(0));
+    let stage = {
+        let finished = Arc::clone(&finished);
+        OrderedStage::new(OrderedConfig::new(nz(4)), move |_: u32| {
+            let finished = Arc::clone(&finished);
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                finished.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), ()>(())
+            }
+        })
+        .unwrap()
+    };
+    for n in 0..4 {
+        stage.submit(n).await.unwrap();
+    }
+    drop(stage);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_the_predicate_rejects_are_final_at_once() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut config = OrderedConfig::new(nz(2));
+    config.retry.initial_backoff = Duration::from_millis(10);
+    let stage = {
+        let calls = Arc::clone(&calls);
+        OrderedStage::new(config, move |status: u16| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move { Err::<(), u16>(status) }
+        })
+        .unwrap()
+        .retry_if(|status: &u16| *status >= 500)
+    };
+    stage.submit(400).await.unwrap();
+    stage.submit(503).await.unwrap();
+    assert_eq!(
+        stage.next().await,
+        Some(Err(OrderedError::Failed {
+            error: 400,
+            attempts: 1
+        }))
+    );
+    assert_eq!(
+        stage.next().await,
+        Some(Err(OrderedError::Failed {
+            error: 503,
+            attempts: 3
+        }))
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}

@@ -4,10 +4,18 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod config;
+mod logging;
+mod quarantine;
 mod record;
 mod runtime;
 mod sinks;
 mod sources;
+#[allow(
+    dead_code,
+    unused_imports,
+    reason = "the telemetry's public API, partly used by the runtime"
+)]
+mod telemetry;
 
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
@@ -25,6 +33,8 @@ enum Command {
     Validate(cmd::validate::ValidateArgs),
     /// Run a pipeline: sources → WAL → sinks, until SIGTERM or SIGINT.
     Run(cmd::run::RunArgs),
+    /// Ask a running daemon for its status: component states, queue fill, WAL and sinks.
+    Status(cmd::status::StatusArgs),
     /// Inspect or verify a write-ahead log directory.
     #[command(subcommand)]
     Wal(cmd::wal::WalCommand),
@@ -36,6 +46,7 @@ fn main() -> std::process::ExitCode {
         Command::Lab(args) => cmd::lab::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Validate(args) => cmd::validate::run(args),
+        Command::Status(args) => cmd::status::run(args),
         Command::Wal(command) => cmd::wal::run(command),
     };
     match result {

@@ -143,6 +143,12 @@ fn weir_lab_kafka_prints_the_comparison_and_the_rate_trace_repeatably() {
         assert!(out.contains(needle), "no {needle:?} in {out}");
     }
     assert_eq!(out, stdout(&["lab", "kafka"]));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    assert_eq!(stdout(&["lab", "kafka", "--csv", path, "--svg", path]), out);
+    for file in ["kafka-unbounded.csv", "kafka-pause-resume.csv", "kafka.svg"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
 }
 
 #[test]
@@ -200,4 +206,22 @@ fn weir_lab_run_writes_csv_and_svg() {
     let svg = std::fs::read_to_string(dir.path().join("bursts.svg")).unwrap();
     assert!(svg.contains("messages waiting"));
     assert!(dir.path().join("bursts-unbounded-queue.csv").exists());
+}
+
+#[test]
+fn weir_lab_littles_law_sweeps_the_depth_repeatably() {
+    let args = ["lab", "littles-law", "--operations", "300"];
+    let out = stdout(&args);
+    assert!(
+        out.contains("littles_law_depth(100/s, 1000 ms) = 100"),
+        "{out}"
+    );
+    for depth in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{depth} "))),
+            "no depth {depth} row in {out}"
+        );
+    }
+    assert_eq!(out, stdout(&args));
 }

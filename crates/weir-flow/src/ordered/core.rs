@@ -210,13 +210,25 @@ impl<O, E> OrderedCore<O, E> {
     }
 
     /// Reports a failure that must not be retried: it is stored as the final result.
-    pub fn fail_permanently(&mut self, attempt: Attempt, error: E, now: Timestamp) -> Completion {
-        let _ = now;
+    pub fn fail_permanently(&mut self, attempt: Attempt, error: E) -> Completion {
         if !self.is_current(attempt) {
             return Completion::Stale;
         }
         let failure = OrderedError::Failed {
             error,
+            attempts: attempt.number,
+        };
+        self.finish(attempt.seq, Err(failure), 0)
+    }
+
+    /// Gives up on an attempt that ended without an outcome (e.g. its task
+    /// panicked): the operation is released in order as [`OrderedError::Abandoned`],
+    /// so the stage does not wait for it for ever.
+    pub fn abandon(&mut self, attempt: Attempt) -> Completion {
+        if !self.is_current(attempt) {
+            return Completion::Stale;
+        }
+        let failure = OrderedError::Abandoned {
             attempts: attempt.number,
         };
         self.finish(attempt.seq, Err(failure), 0)

@@ -23,6 +23,15 @@ pub enum OrderedError<E> {
         /// How many attempts were made.
         attempts: u32,
     },
+    /// The attempt ended without an outcome (its task panicked); not retried.
+    #[error(
+        "attempt {attempts} of the operation ended without an outcome (it panicked); \
+         the operation was given up, fix the operation"
+    )]
+    Abandoned {
+        /// How many attempts were made.
+        attempts: u32,
+    },
 }
 
 /// The stage refused a submission; the input is handed back.

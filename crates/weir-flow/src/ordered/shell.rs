@@ -14,7 +14,10 @@ use super::error::{OrderedConfigError, OrderedError, SubmitError};
 use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::{Clock, FlowStats};
 
-type Weigher<O> = Arc<dyn Fn(&O) -> u64 + Send + Sync>;
+// Caller functions, not shared state: plain `std` Arcs (loom's `Arc` cannot hold
+// unsized values).
+type Weigher<O> = std::sync::Arc<dyn Fn(&O) -> u64 + Send + Sync>;
+type Retryable<E> = std::sync::Arc<dyn Fn(&E) -> bool + Send + Sync>;
 
 /// Runs `op(input)` for up to `max_in_flight` inputs at once and yields the results
 /// in submission order, with the bounds, timeout and retries of an
@@ -23,12 +26,14 @@ type Weigher<O> = Arc<dyn Fn(&O) -> u64 + Send + Sync>;
 /// [`submit`](Self::submit) waits for admission (FIFO among submitters);
 /// [`next`](Self::next) waits for the next result in order. Each operation runs in
 /// its own tokio task; an attempt that overruns `attempt_timeout` is dropped (its
-/// future cancelled) and retried. Dropping the stage aborts the operations still
-/// running. The methods take `&self`, so a producer and a consumer can share the stage
+/// future cancelled) and retried; an operation that panics is given up and released
+/// in its place as [`OrderedError::Abandoned`]. Dropping the stage aborts the
+/// operations still running. The methods take `&self`, so a producer and a consumer can share the stage
 /// (e.g. in an `Arc`, or in the two branches of a `select!`).
 ///
-/// Inputs are `Clone` because a retry runs `op` again on the same input. Results
-/// weigh nothing against `max_held_bytes` unless a weigher is set with
+/// Inputs are `Clone` because a retry runs `op` again on the same input. Every error
+/// is retried unless a predicate set with [`retry_if`](Self::retry_if) says otherwise.
+/// Results weigh nothing against `max_held_bytes` unless a weigher is set with
 /// [`weigh_with`](Self::weigh_with).
 ///
 /// # Examples
@@ -61,6 +66,7 @@ pub struct OrderedStage<I, O, E, F> {
     shared: Arc<Shared<O, E>>,
     op: Arc<F>,
     weigh: Weigher<O>,
+    retryable: Retryable<E>,
     _input: PhantomData<fn(I)>,
 }
 
@@ -121,7 +127,8 @@ where
                 clock: Clock::new(),
             }),
             op: Arc::new(op),
-            weigh: Arc::new(|_| 0),
+            weigh: std::sync::Arc::new(|_| 0),
+            retryable: std::sync::Arc::new(|_| true),
             _input: PhantomData,
         })
     }
@@ -129,7 +136,15 @@ where
     /// Counts each successful result as `weigh(&output)` bytes against
     /// `max_held_bytes` (applies to operations submitted from now on).
     pub fn weigh_with(mut self, weigh: impl Fn(&O) -> u64 + Send + Sync + 'static) -> Self {
-        self.weigh = Arc::new(weigh);
+        self.weigh = std::sync::Arc::new(weigh);
+        self
+    }
+
+    /// Retries a failed attempt only when `retryable(&error)` is true; other errors
+    /// are final at once (e.g. a 400 is final, a 503 is worth retrying). Applies to
+    /// operations submitted from now on.
+    pub fn retry_if(mut self, retryable: impl Fn(&E) -> bool + Send + Sync + 'static) -> Self {
+        self.retryable = std::sync::Arc::new(retryable);
         self
     }
 
@@ -149,7 +164,8 @@ where
         let task = tokio::spawn(run(
             Arc::clone(&self.shared),
             Arc::clone(&self.op),
-            Arc::clone(&self.weigh),
+            std::sync::Arc::clone(&self.weigh),
+            std::sync::Arc::clone(&self.retryable),
             input,
             attempt,
         ));
@@ -260,8 +276,9 @@ impl<I, O, E, F> OrderedStage<I, O, E, F> {
 
 impl<I, O, E, F> Drop for OrderedStage<I, O, E, F> {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        for (_, task) in state.tasks.drain() {
+        let tasks: Vec<AbortHandle> = self.shared.lock().tasks.drain().map(|(_, t)| t).collect();
+        // Aborted outside the lock: each task's clean-up takes it.
+        for task in tasks {
             task.abort();
         }
     }
@@ -272,14 +289,22 @@ async fn run<I, O, E, F, Fut>(
     shared: Arc<Shared<O, E>>,
     op: Arc<F>,
     weigh: Weigher<O>,
+    retryable: Retryable<E>,
     input: I,
-    mut attempt: Attempt,
+    attempt: Attempt,
 ) where
     I: Clone,
     F: Fn(I) -> Fut,
     Fut: Future<Output = Result<O, E>>,
 {
+    let mut guard = RunGuard {
+        shared,
+        attempt,
+        done: false,
+    };
+    let shared = Arc::clone(&guard.shared);
     loop {
+        let attempt = guard.attempt;
         let call = op(input.clone());
         let outcome = match attempt.deadline {
             Some(deadline) => tokio::time::timeout_at(shared.clock.instant_at(deadline), call)
@@ -288,31 +313,53 @@ async fn run<I, O, E, F, Fut>(
             None => Some(call.await),
         };
         let now = shared.clock.now();
+        // The weigher and the predicate are caller code: run them outside the lock.
+        let (weight, retry) = match &outcome {
+            Some(Ok(output)) => (weigh(output), true),
+            Some(Err(error)) => (0, retryable(error)),
+            None => (0, true),
+        };
         let completion = {
             let mut state = shared.lock();
             match outcome {
-                Some(Ok(output)) => {
-                    let weight = weigh(&output);
-                    state.core.complete(attempt, Ok(output), weight, now)
-                }
-                Some(Err(error)) => state.core.complete(attempt, Err(error), 0, now),
+                Some(Err(error)) if !retry => state.core.fail_permanently(attempt, error),
+                Some(result) => state.core.complete(attempt, result, weight, now),
                 None => state.core.time_out(attempt, now),
             }
         };
-        match completion {
-            Completion::RetryAt(at) => {
-                tokio::time::sleep_until(shared.clock.instant_at(at)).await;
-                let now = shared.clock.now();
-                let next = shared.lock().core.begin_retry(attempt.seq, now);
-                match next {
-                    Some(next) => attempt = next,
-                    None => break,
-                }
-            }
-            Completion::Done | Completion::Stale => break,
+        let Completion::RetryAt(at) = completion else {
+            break;
+        };
+        tokio::time::sleep_until(shared.clock.instant_at(at)).await;
+        let now = shared.clock.now();
+        let next = shared.lock().core.begin_retry(attempt.seq, now);
+        match next {
+            Some(next) => guard.attempt = next,
+            None => break,
         }
     }
-    shared.lock().tasks.remove(&attempt.seq);
-    shared.results.notify_waiters();
-    shared.room.notify_waiters();
+    guard.done = true;
+}
+
+/// Clean-up for one operation's task, run however the task ends: forgets its abort
+/// handle, wakes the consumer and submitters, and — if the task is unwinding from a
+/// panic in the operation — gives the operation up so the stage does not stall.
+struct RunGuard<O, E> {
+    shared: Arc<Shared<O, E>>,
+    attempt: Attempt,
+    done: bool,
+}
+
+impl<O, E> Drop for RunGuard<O, E> {
+    fn drop(&mut self) {
+        {
+            let mut state = self.shared.lock();
+            if !self.done && std::thread::panicking() {
+                let _ = state.core.abandon(self.attempt);
+            }
+            state.tasks.remove(&self.attempt.seq);
+        }
+        self.shared.results.notify_waiters();
+        self.shared.room.notify_waiters();
+    }
 }

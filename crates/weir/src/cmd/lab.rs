@@ -32,10 +32,27 @@ pub enum LabCommand {
     /// Seed 001: a poll loop over 30,000 records into a slow downstream, unbounded
     /// against pause/resume watermarks, then an AIMD rate limiter against a downstream
     /// whose capacity moves.
-    Kafka,
+    Kafka(OutputArgs),
+    /// Seed 002: a slow stage behind the ordered concurrent stage, in-flight depth
+    /// swept 1..256, with a fixed and a heavy-tailed latency.
+    LittlesLaw(LittlesLawArgs),
     /// Run a scenario file (TOML): arrival process, service-time schedule, strategies
     /// and their limits. See examples/lab/ for the format.
     Run(RunArgs),
+}
+
+/// Options of `weir lab littles-law`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LittlesLawArgs {
+    /// The slow stage's latency (fixed; the median of the heavy-tailed one), in ms.
+    #[arg(long, value_name = "MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub latency: u64,
+    /// The seed of the heavy-tailed latencies.
+    #[arg(long, default_value_t = 2026)]
+    pub seed: u64,
+    /// Operations per run.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub operations: u64,
 }
 
 /// Options of `weir lab run`.
@@ -51,7 +68,7 @@ pub struct RunArgs {
 /// Where to write time series and charts.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutputArgs {
-    /// Write per-strategy time series (10 ms buckets) as CSV files into DIR.
+    /// Write per-strategy time series as CSV files into DIR (10 ms buckets; 100 ms for kafka).
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
     /// Write SVG charts of queue depth and oldest age into DIR.
@@ -84,16 +101,48 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         None => lesson(&args.lesson),
         Some(LabCommand::Lesson(lesson_args)) => lesson(&lesson_args),
-        Some(LabCommand::Kafka) => {
-            let report = weir_sim::kafka::report(
-                &weir_sim::kafka::HandOffConfig::default(),
-                &weir_sim::kafka::AimdExperiment::default(),
-            )?;
-            print!("{report}");
+        Some(LabCommand::Kafka(output)) => kafka(&output),
+        Some(LabCommand::LittlesLaw(args)) => {
+            let experiment = weir_sim::littles_law::LittlesLaw {
+                operations: args.operations,
+                ..weir_sim::littles_law::LittlesLaw::default()
+            };
+            let latency = std::time::Duration::from_millis(args.latency);
+            print!(
+                "{}",
+                weir_sim::littles_law::report(&experiment, latency, args.seed)?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Some(LabCommand::Run(run_args)) => scenario(&run_args),
     }
+}
+
+fn kafka(output: &OutputArgs) -> anyhow::Result<ExitCode> {
+    use weir_sim::kafka::{AimdExperiment, HandOffConfig, Kafka};
+    let kafka = Kafka::run(&HandOffConfig::default())?;
+    print!(
+        "{}",
+        weir_sim::kafka::report_of(&kafka, &AimdExperiment::default())?
+    );
+    let runs = [
+        ("unbounded", &kafka.unbounded.series),
+        ("pause-resume", &kafka.bounded.series),
+    ];
+    if let Some(dir) = &output.csv {
+        for (name, series) in runs {
+            write(&dir.join(format!("kafka-{name}.csv")), &series.to_csv())?;
+        }
+    }
+    if let Some(dir) = &output.svg {
+        let svg = weir_sim::chart::depth_and_age_chart(
+            "Kafka-style consumer: unbounded hand-off against pause/resume (100 ms buckets)",
+            &runs,
+            None,
+        )?;
+        write(&dir.join("kafka.svg"), &svg)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {

@@ -3,5 +3,6 @@
 
 pub mod lab;
 pub mod run;
+pub mod status;
 pub mod validate;
 pub mod wal;

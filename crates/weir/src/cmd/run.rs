@@ -1,6 +1,7 @@
 //! `weir run CONFIG`: runs the pipeline until SIGTERM or SIGINT.
 //!
-//! Exits 0 after a graceful shutdown; 1 with every configuration error (one per line
+//! Logs go to stderr through a bounded, lossy writer (`WEIR_LOG` sets the level or
+//! filter, default `info`). Exits 0 after a graceful shutdown; 1 with every configuration error (one per line
 //! on stderr, each naming its key) or a startup failure; 130 on a second signal.
 
 use std::path::PathBuf;
@@ -30,12 +31,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for warning in config.warnings() {
         eprintln!("warning: {warning}");
     }
+    // Logs go through the bounded, lossy writer; WEIR_LOG sets the level (default info).
+    let level = std::env::var("WEIR_LOG").unwrap_or_else(|_| "info".to_owned());
+    let log = match crate::logging::init(
+        &level,
+        config.runtime.log_queue.get(),
+        config.runtime.log_line_max_bytes.bytes(),
+    ) {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            eprintln!("warning: logging not set up ({e}); continuing without logs");
+            None
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weir")
         .build()?;
-    let result = runtime.block_on(crate::runtime::run(config));
+    let result = runtime.block_on(crate::runtime::run(config, log.clone()));
     // Blocking reads of stdin (file source "-") must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Some(log) = log {
+        log.shutdown();
+    }
     result.map(|()| ExitCode::SUCCESS)
 }

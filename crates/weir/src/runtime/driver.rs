@@ -18,6 +18,13 @@
 //! A slow or failing sink only stops its own cursor. Whether that holds back the WAL is
 //! decided by the WAL's cursor policy (`required`, `max_lag`), never by the driver.
 //!
+//! Records the sink cannot encode go to the [`Quarantine`] with the reason, counted.
+//!
+//! A sink that lost accepted records on a failure (the Parquet writer abandons its
+//! open file) makes [`run`] return [`Outcome::Rewind`]: the caller waits the retry
+//! delay and runs the driver again with a new reader, which starts at the committed
+//! cursor, so nothing is skipped.
+//!
 //! Shutdown: [`Phase::Drain`] reads up to the given offset (the durable end once the
 //! sources have stopped), writes it, finishes the sink and commits; [`Phase::Stop`]
 //! stops reading and writing at once and commits what was acknowledged.
@@ -29,9 +36,20 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use weir_wal::{ReadBatch, ReadLimits, Reader};
 
-use super::stats::{SinkStats, State, add};
+use super::stats::{SinkStats, add};
+use crate::quarantine::Quarantine;
 use crate::record::{Record, peek_source};
 use crate::sinks::{Sink, SinkBatch, Unencodable};
+use crate::telemetry::State;
+
+/// How a driver run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Drained or stopped: the sink is finished.
+    Finished,
+    /// The sink lost uncommitted records: run again from the committed cursor.
+    Rewind,
+}
 
 /// What the driver should be doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,23 +88,34 @@ pub struct DriverConfig {
 pub async fn run(
     config: DriverConfig,
     reader: Reader,
-    sink: Sink,
+    mut sink: Sink,
     stats: Arc<SinkStats>,
     phase: watch::Receiver<Phase>,
-) {
+    quarantine: Quarantine,
+) -> (Sink, Outcome) {
+    sink.resume_at(reader.position());
+    stats.channel.clear();
+    stats.component.set_state(State::Running);
     let (tx, rx) = mpsc::channel(config.channel_batches.max(1));
     let (ack_tx, ack_rx) = watch::channel(reader.committed());
-    let writer = tokio::spawn(write_loop(
+    let mut writer = tokio::spawn(write_loop(
         config.clone(),
         sink,
         rx,
         ack_tx,
         Arc::clone(&stats),
         phase.clone(),
+        quarantine,
     ));
     read_loop(config, reader, tx, ack_rx, Arc::clone(&stats), phase).await;
-    let _ = writer.await;
-    stats.state.set(State::Stopped);
+    let (sink, outcome) = match (&mut writer).await {
+        Ok(done) => done,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    if outcome == Outcome::Finished {
+        stats.component.set_state(State::Stopped);
+    }
+    (sink, outcome)
 }
 
 async fn read_loop(
@@ -136,7 +165,7 @@ async fn read_loop(
                         permit.send(Arc::new(batch));
                     }
                     Err(message) => {
-                        stats.state.set(State::Failed(message));
+                        stats.component.set_state(State::Failed(message));
                         tokio::time::sleep(config.retry_max.min(Duration::from_secs(1))).await;
                     }
                 }
@@ -169,7 +198,7 @@ async fn commit(reader: &mut Reader, offset: u64, name: &str) {
         return;
     }
     if let Err(e) = reader.commit(offset).await {
-        eprintln!("weir: sink {name}: saving its cursor at {offset} failed: {e}");
+        tracing::warn!("sink {name}: saving its cursor at {offset} failed: {e}");
     }
 }
 
@@ -188,10 +217,7 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
             Ok(_) => continue,
             Err(e) => {
                 add(&stats.unencodable, 1);
-                eprintln!(
-                    "weir: sink {name}: WAL record {} skipped: {e}",
-                    wal_record.offset
-                );
+                tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
                 continue;
             }
         }
@@ -202,10 +228,7 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
             }
             Err(e) => {
                 add(&stats.unencodable, 1);
-                eprintln!(
-                    "weir: sink {name}: WAL record {} skipped: {e}",
-                    wal_record.offset
-                );
+                tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
             }
         }
     }
@@ -223,7 +246,8 @@ async fn write_loop(
     acks: watch::Sender<u64>,
     stats: Arc<SinkStats>,
     mut phase: watch::Receiver<Phase>,
-) {
+    quarantine: Quarantine,
+) -> (Sink, Outcome) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut rejects = Vec::new();
@@ -241,31 +265,46 @@ async fn write_loop(
     loop {
         tokio::select! {
             biased;
-            _ = stopped(&mut phase) => return,
+            _ = stopped(&mut phase) => return (sink, Outcome::Finished),
             batch = rx.recv() => {
                 let Some(batch) = batch else { break };
                 stats.channel.pop();
-                let Some(durable) = write_with_retry(&config, &mut sink, &batch, &mut rejects, &stats, &mut phase).await else {
-                    return;
-                };
-                quarantine(&config.name, &mut rejects, &stats);
-                ack(durable);
+                match write_with_retry(&config, &mut sink, &batch, &mut rejects, &stats, &mut phase).await {
+                    Step::Stored(durable) => {
+                        to_quarantine(&config.name, &mut rejects, &stats, &quarantine).await;
+                        ack(durable);
+                    }
+                    Step::Stopped => return (sink, Outcome::Finished),
+                    Step::Rewind => return (sink, Outcome::Rewind),
+                }
             }
             _ = tick.tick() => {
                 match sink.tick().await {
                     Ok(durable) => ack(durable),
-                    Err(e) => stats.state.set(State::Failed(e.to_string())),
+                    Err(e) => stats.component.set_state(State::Failed(e.to_string())),
                 }
             }
         }
     }
     match sink.finish().await {
         Ok(durable) => ack(durable),
-        Err(e) => eprintln!("weir: sink {}: closing failed: {e}", config.name),
+        Err(e) => tracing::warn!("sink {}: closing failed: {e}", config.name),
     }
+    (sink, Outcome::Finished)
 }
 
-/// Writes until it succeeds (returning the durable offset) or the driver is stopped.
+/// How a write ended.
+enum Step {
+    /// Stored; the durable offset if it moved.
+    Stored(Option<u64>),
+    /// The driver was stopped first.
+    Stopped,
+    /// The sink lost uncommitted records: rewind.
+    Rewind,
+}
+
+/// Writes until it succeeds (returning the durable offset), the driver is stopped, or
+/// the sink needs a rewind.
 async fn write_with_retry(
     config: &DriverConfig,
     sink: &mut Sink,
@@ -273,35 +312,45 @@ async fn write_with_retry(
     rejects: &mut Vec<Unencodable>,
     stats: &SinkStats,
     phase: &mut watch::Receiver<Phase>,
-) -> Option<Option<u64>> {
+) -> Step {
     let mut delay = config.retry_initial;
     loop {
         let result = tokio::select! {
             biased;
-            _ = stopped(phase) => return None,
+            _ = stopped(phase) => return Step::Stopped,
             result = sink.write(batch, rejects) => result,
         };
         match result {
             Ok(written) => {
-                stats.state.set(State::Running);
+                stats.component.set_state(State::Running);
                 add(
                     &stats.records,
                     batch.records.len() as u64 - written.unencodable,
                 );
                 add(&stats.batches, 1);
-                return Some(written.durable_through);
+                return Step::Stored(written.durable_through);
+            }
+            Err(e) if e.needs_rewind() => {
+                rejects.clear();
+                add(&stats.retries, 1);
+                tracing::warn!(
+                    "sink {}: {e}; reading again from its committed cursor",
+                    config.name
+                );
+                stats.component.set_state(State::Failed(e.to_string()));
+                return Step::Rewind;
             }
             Err(e) => {
                 rejects.clear();
                 add(&stats.retries, 1);
-                eprintln!(
-                    "weir: sink {}: write failed, retrying in {delay:?}: {e}",
+                tracing::warn!(
+                    "sink {}: write failed, retrying in {delay:?}: {e}",
                     config.name
                 );
-                stats.state.set(State::Failed(e.to_string()));
+                stats.component.set_state(State::Failed(e.to_string()));
                 tokio::select! {
                     biased;
-                    _ = stopped(phase) => return None,
+                    _ = stopped(phase) => return Step::Stopped,
                     () = tokio::time::sleep(delay) => {}
                 }
                 delay = (delay * 2).min(config.retry_max);
@@ -310,19 +359,42 @@ async fn write_with_retry(
     }
 }
 
-/// Records a sink could not encode: counted and reported (the quarantine directory is
-/// not wired yet; see the module docs of `runtime`).
-fn quarantine(name: &str, rejects: &mut Vec<Unencodable>, stats: &SinkStats) {
-    if let Some(first) = rejects.first() {
-        add(&stats.unencodable, rejects.len() as u64);
-        eprintln!(
-            "weir: sink {name}: {} records could not be encoded and were skipped (first: key {:?}: {})",
-            rejects.len(),
-            first.record.key,
-            first.reason
-        );
+/// Records a sink could not encode: counted, and written to the quarantine with the
+/// reason (the quarantine counts what its budget refuses).
+async fn to_quarantine(
+    name: &str,
+    rejects: &mut Vec<Unencodable>,
+    stats: &SinkStats,
+    quarantine: &Quarantine,
+) {
+    if rejects.is_empty() {
+        return;
     }
-    rejects.clear();
+    add(&stats.unencodable, rejects.len() as u64);
+    let items = std::mem::take(rejects);
+    let (q, sink) = (quarantine.clone(), name.to_owned());
+    let result = tokio::task::spawn_blocking(move || {
+        let mut first_error = None;
+        for u in &items {
+            if let Err(e) = q.put(&sink, &u.reason.to_string(), &u.record.payload) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Err(e) = q.sync() {
+            first_error.get_or_insert(e);
+        }
+        (items.len(), first_error)
+    })
+    .await;
+    match result {
+        Ok((n, None)) => {
+            tracing::warn!("sink {name}: {n} records could not be encoded; quarantined")
+        }
+        Ok((n, Some(e))) => tracing::warn!(
+            "sink {name}: {n} records could not be encoded; quarantining failed: {e}"
+        ),
+        Err(e) => tracing::warn!("sink {name}: quarantining was cancelled: {e}"),
+    }
 }
 
 /// Resolves once the phase is [`Phase::Stop`].

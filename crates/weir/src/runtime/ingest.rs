@@ -100,6 +100,11 @@ impl Ingest {
         &self.inner.stats
     }
 
+    /// The source's counters, shared.
+    pub fn stats_arc(&self) -> &Arc<SourceStats> {
+        &self.inner.stats
+    }
+
     /// Waits for a ticket and a channel slot for a batch of `bytes` encoded bytes (with
     /// `deadline`, refused once it passes). While it waits, the source's state is
     /// `backpressured`. Under `on_full = "block"` with a deadline, it also waits for the

@@ -26,11 +26,17 @@
 //! committed and the rest is read again at the next start. A second signal exits at
 //! once (exit code 130); the WAL's recovery and the cursors make that safe too.
 //!
-//! # Not yet wired
+//! # Reporting
 //!
-//! Records a sink cannot encode are counted (`unencodable` in `/status`) and reported
-//! on stderr, but not yet written to the quarantine directory; Parquet, object-store
-//! and HTTP sinks are refused at startup with an error naming the sink.
+//! Every queue, component state (a source waiting on admission is `backpressured`),
+//! the WAL's figures and each sink's cursor, lag and gaps are registered with the
+//! [`Telemetry`], served on `runtime.status_addr` (see [`status`]). Records a sink
+//! cannot encode go to the [`Quarantine`] with the reason.
+//!
+//! # Not supported yet
+//!
+//! MQTT and NATS sources, object-store and HTTP sinks: `weir run` refuses them at
+//! startup with an error naming the key.
 
 pub mod driver;
 pub mod ingest;
@@ -49,16 +55,22 @@ use weir_flow::semaphore::{DualSemaphore, DualSemaphoreConfig};
 use weir_wal::{ReadLimits, Wal};
 
 use crate::config::{Config, SourceKind};
+use crate::logging::LogHandle;
+use crate::quarantine::Quarantine;
 use crate::sinks::Sink;
+use crate::sinks::parquet::FooterMetadata;
 use crate::sources;
+use crate::telemetry::{ComponentKind, State, Telemetry};
 
-use self::driver::{DriverConfig, Phase};
+use self::driver::{DriverConfig, Outcome, Phase};
 use self::ingest::Ingest;
 use self::stats::{SinkStats, SourceStats};
 use self::status::{Registry, SinkEntry};
 
 /// How long, after the drain deadline, drivers get to commit what they stored.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How often source states are brought in line with their waits.
+const REFLECT_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs the pipeline until SIGTERM or SIGINT, then shuts down gracefully.
 ///
@@ -70,16 +82,26 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// # Cancel safety
 ///
 /// Not meant to be cancelled: it ends on a signal.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     let started = Instant::now();
     // Installed first, so that a signal during startup is not lost.
     let mut signals = Signals::new().context("installing the SIGTERM/SIGINT handlers")?;
+    let telemetry = Telemetry::new(config.hash().to_string());
+    if let Some(log) = &log {
+        log.register_metrics(
+            &telemetry,
+            u64::from(config.runtime.log_queue.get()),
+            u64::from(config.runtime.log_queue.get()) * config.runtime.log_line_max_bytes.bytes(),
+        );
+    }
+    let wal_component = telemetry.component(ComponentKind::Wal, "wal");
     let wal_config = wal::wal_config(&config).context("wal")?;
     let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(wal_config))
         .await?
         .context("opening the WAL (wal.dir)")?;
-    eprintln!(
-        "weir: WAL at {} open: offsets {}..{}; recovery cut {} bytes ({} records), quarantined {} segments",
+    wal_component.set_state(State::Running);
+    tracing::info!(
+        "WAL at {} open: offsets {}..{}; recovery cut {} bytes ({} records), quarantined {} segments",
         config.wal.dir.display(),
         report.start,
         report.durable_end,
@@ -91,14 +113,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         u64::from(config.wal.channel_batches.get()),
         config.wal.max_pending_bytes.bytes(),
     ));
+    let quarantine = Quarantine::new(&config.quarantine.dir, config.quarantine.max_disk.bytes())
+        .context("quarantine.dir")?
+        .with_telemetry(&telemetry);
 
     // Everything that can fail at startup, before anything runs.
+    let footer = FooterMetadata::from_config(&config);
     let mut sinks = Vec::new();
     for (name, sink_config) in &config.sinks {
-        let (n, c) = (name.clone(), sink_config.clone());
-        let sink = tokio::task::spawn_blocking(move || Sink::open(&n, &c)).await??;
-        let reader = wal.reader(name).with_context(|| format!("sinks.{name}"))?;
-        sinks.push((name.clone(), sink_config.clone(), sink, reader));
+        let (n, c, f) = (name.clone(), sink_config.clone(), footer.clone());
+        let sink = tokio::task::spawn_blocking(move || Sink::open(&n, &c, &f))
+            .await?
+            .with_context(|| format!("sinks.{name}"))?;
+        sinks.push((name.clone(), sink_config.clone(), sink));
     }
     let mut http_listeners = std::collections::BTreeMap::new();
     for (name, source) in &config.sources {
@@ -111,11 +138,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 http_listeners.insert(name.clone(), (listener, token));
             }
             SourceKind::Generator(_) | SourceKind::File(_) => {}
-            SourceKind::Mqtt(_) => anyhow::bail!(
-                "sources.{name}.type: \"mqtt\" sources are not supported by `weir run` in this build"
-            ),
-            SourceKind::Nats(_) => anyhow::bail!(
-                "sources.{name}.type: \"nats\" sources are not supported by `weir run` in this build"
+            SourceKind::Mqtt(_) | SourceKind::Nats(_) => anyhow::bail!(
+                "sources.{name}.type: MQTT and NATS sources are not supported by `weir run` in this build"
             ),
         }
     }
@@ -128,15 +152,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             )
         })?;
 
-    // Sinks.
+    // Sinks: one driver each, run again from the committed cursor after a rewind.
     let (phase_tx, phase_rx) = watch::channel(Phase::Run);
     let mut drivers = JoinSet::new();
     let mut sink_entries = Vec::new();
-    for (name, sink_config, sink, reader) in sinks {
-        let stats = Arc::new(SinkStats::default());
+    for (name, sink_config, sink) in sinks {
+        let stats = Arc::new(SinkStats::new(
+            telemetry.component(ComponentKind::Sink, &name),
+        ));
         sink_entries.push(SinkEntry {
             name: name.clone(),
-            kind: sink_kind(&sink),
+            kind: sink.kind(),
             stats: Arc::clone(&stats),
             channel_batches: u64::from(sink_config.channel_batches.get()),
             channel_bytes: sink_config.channel_bytes(),
@@ -152,12 +178,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             retry_initial: sink_config.retry.initial.get(),
             retry_max: sink_config.retry.max.get(),
         };
-        drivers.spawn(driver::run(
+        drivers.spawn(drive_sink(
             driver_config,
-            reader,
+            wal.clone(),
             sink,
             stats,
             phase_rx.clone(),
+            quarantine.clone(),
         ));
     }
 
@@ -166,7 +193,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut source_tasks = JoinSet::new();
     let mut source_entries = Vec::new();
     for (name, source) in &config.sources {
-        let stats = Arc::new(SourceStats::default());
+        let component = telemetry.component(ComponentKind::Source, name);
+        component.set_state(State::Running);
+        let stats = Arc::new(SourceStats::new(component));
         let ingest = Ingest::new(
             wal.clone(),
             channel.clone(),
@@ -197,10 +226,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 };
                 let h = h.clone();
                 source_tasks.spawn(async move {
+                    let stats = Arc::clone(ingest.stats_arc());
                     if let Err(e) =
                         sources::http::run(name_arc.clone(), h, token, listener, ingest, stop).await
                     {
-                        eprintln!("weir: source {name_arc}: serving failed: {e}");
+                        tracing::error!("source {name_arc}: serving failed: {e}");
+                        stats.component.set_state(State::Failed(e.to_string()));
+                    } else {
+                        stats.component.set_state(State::Stopped);
                     }
                 });
                 "http"
@@ -212,26 +245,46 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     // Status.
     let registry = Arc::new(Registry {
-        config_hash: config.hash().to_string(),
-        recovery: serde_json::to_value(&report).unwrap_or_default(),
         wal: wal.clone(),
         channel,
         sources: source_entries,
         sinks: sink_entries,
     });
-    let status_stop = {
+    registry.register(
+        &telemetry,
+        serde_json::to_value(&report).unwrap_or_default(),
+    );
+    let q = quarantine.clone();
+    telemetry.register_status("quarantine", move || {
+        serde_json::to_value(q.stats()).unwrap_or_default()
+    });
+    let reflect = tokio::spawn({
+        let registry = Arc::clone(&registry);
+        let wal_component = wal_component.clone();
+        async move {
+            let mut tick = tokio::time::interval(REFLECT_EVERY);
+            loop {
+                tick.tick().await;
+                for (_, _, s) in &registry.sources {
+                    s.reflect();
+                }
+                if let Some(cause) = registry.wal.stats().poisoned {
+                    wal_component.set_state(State::Failed(cause));
+                }
+            }
+        }
+    });
+    let status_server = tokio::spawn({
+        let telemetry = telemetry.clone();
         let mut stop = stop_rx.clone();
-        async move { sources::stopped(&mut stop).await }
-    };
-    let status_router = status::router(Arc::clone(&registry));
-    let status_server = tokio::spawn(async move {
-        axum::serve(status_listener, status_router)
-            .with_graceful_shutdown(status_stop)
-            .await
+        async move {
+            let shutdown = async move { sources::stopped(&mut stop).await };
+            telemetry.serve(status_listener, shutdown).await
+        }
     });
     let live = live::spawn_if_terminal(Arc::clone(&registry));
-    eprintln!(
-        "weir: running ({} sources, {} sinks); status on http://{}/status; started in {:?}",
+    tracing::info!(
+        "running ({} sources, {} sinks); status on http://{}/status; started in {:?}",
         config.sources.len(),
         config.sinks.len(),
         config.runtime.status_addr,
@@ -240,10 +293,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     // Shutdown.
     let signal = signals.next().await;
-    eprintln!("weir: {signal}: shutting down (a second signal exits at once)");
+    if live.is_some() {
+        eprintln!();
+    }
+    tracing::info!("{signal}: shutting down (a second signal exits at once)");
     tokio::spawn(async move {
         signals.next().await;
-        eprintln!("weir: second signal: exiting now");
+        tracing::warn!("second signal: exiting now");
         std::process::exit(130);
     });
     let deadline = tokio::time::Instant::now() + config.runtime.shutdown_timeout;
@@ -254,8 +310,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await
     .is_err()
     {
-        eprintln!(
-            "weir: sources did not stop within runtime.shutdown_timeout; refusing what is in flight"
+        tracing::warn!(
+            "sources did not stop within runtime.shutdown_timeout; refusing what is in flight"
         );
         source_tasks.abort_all();
     }
@@ -266,8 +322,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await
     .is_err()
     {
-        eprintln!(
-            "weir: sinks did not drain within runtime.shutdown_timeout; committing what they stored"
+        tracing::warn!(
+            "sinks did not drain within runtime.shutdown_timeout; committing what they stored"
         );
         let _ = phase_tx.send(Phase::Stop);
         if tokio::time::timeout(STOP_GRACE, async {
@@ -282,17 +338,54 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(live) = live {
         live.abort();
     }
+    reflect.abort();
+    if let Err(e) = quarantine.sync() {
+        tracing::warn!("quarantine: final sync failed: {e}");
+    }
     let _ = status_server.await;
     drop(registry);
     wal.close().await;
-    eprintln!("weir: stopped");
+    wal_component.set_state(State::Stopped);
+    tracing::info!("stopped");
     Ok(())
 }
 
-fn sink_kind(sink: &Sink) -> &'static str {
-    match sink {
-        Sink::File(_) => "file",
-        Sink::Blackhole(_) => "blackhole",
+/// Runs a sink's driver; after a rewind, waits the retry delay and runs it again with
+/// a new reader (which starts at the committed cursor).
+async fn drive_sink(
+    config: DriverConfig,
+    wal: Wal,
+    mut sink: Sink,
+    stats: Arc<SinkStats>,
+    phase: watch::Receiver<Phase>,
+    quarantine: Quarantine,
+) {
+    let mut delay = config.retry_initial;
+    loop {
+        let reader = match wal.reader(&config.name) {
+            Ok(reader) => reader,
+            Err(e) => {
+                // Declared at startup from the same configuration: cannot happen.
+                tracing::error!("sink {}: {e}", config.name);
+                stats.component.set_state(State::Failed(e.to_string()));
+                return;
+            }
+        };
+        let (returned, outcome) = driver::run(
+            config.clone(),
+            reader,
+            sink,
+            Arc::clone(&stats),
+            phase.clone(),
+            quarantine.clone(),
+        )
+        .await;
+        sink = returned;
+        if outcome == Outcome::Finished || *phase.borrow() != Phase::Run {
+            return;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(config.retry_max);
     }
 }
 

@@ -1,94 +1,25 @@
-//! Counters and component states the runtime keeps for `/status` and the live line.
+//! Counters the runtime keeps for `/status`, `/metrics` and the live line.
 //!
-//! Counters are atomics updated on the data path; states change rarely and sit behind a
-//! mutex. Everything here is read by [`super::status`] to build the `/status` document.
+//! Counters are atomics updated on the data path; component states are the
+//! telemetry's [`Component`]s. [`super::status`] registers all of it with the
+//! [`Telemetry`](crate::telemetry::Telemetry).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use serde::Serialize;
-
-/// What a component is doing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
-    /// Working normally.
-    Running,
-    /// Waiting on admission (a source) or on its downstream (a sink).
-    Backpressured,
-    /// Finished its input (a generator with a `count`, a file at its end).
-    Idle,
-    /// Failing; retrying. The reason is the last error.
-    Failed(String),
-    /// Shut down.
-    Stopped,
-}
-
-impl State {
-    /// The state's name as `/status` shows it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            State::Running => "running",
-            State::Backpressured => "backpressured",
-            State::Idle => "idle",
-            State::Failed(_) => "failed",
-            State::Stopped => "stopped",
-        }
-    }
-
-    /// Why it failed, if it did.
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            State::Failed(reason) => Some(reason),
-            _ => None,
-        }
-    }
-}
-
-/// A component's state and since when it holds.
-#[derive(Debug)]
-pub struct StateCell {
-    inner: Mutex<(State, Instant)>,
-}
-
-impl Default for StateCell {
-    fn default() -> Self {
-        StateCell {
-            inner: Mutex::new((State::Running, Instant::now())),
-        }
-    }
-}
-
-impl StateCell {
-    /// Sets the state; `since` moves only when it changes.
-    pub fn set(&self, state: State) {
-        let mut guard = lock(&self.inner);
-        if guard.0 != state {
-            *guard = (state, Instant::now());
-        }
-    }
-
-    /// The state and how long it has held, in ms.
-    pub fn get(&self) -> (State, u64) {
-        let guard = lock(&self.inner);
-        (guard.0.clone(), millis(guard.1.elapsed()))
-    }
-}
+use crate::telemetry::{Component, State};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// One source's counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SourceStats {
     /// Its state.
-    pub state: StateCell,
+    pub component: Component,
     /// Records made durable (acknowledged).
     pub records: AtomicU64,
     /// Payload bytes made durable.
@@ -111,6 +42,21 @@ pub struct SourceStats {
 pub const BACKPRESSURE_AFTER_MS: u64 = 50;
 
 impl SourceStats {
+    /// Counters for the source whose state is `component`.
+    pub fn new(component: Component) -> Self {
+        SourceStats {
+            component,
+            records: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            refused_batches: AtomicU64::new(0),
+            refused_records: AtomicU64::new(0),
+            refused_requests: AtomicU64::new(0),
+            waiters: AtomicU64::new(0),
+            wait_started_ms: AtomicU64::new(0),
+        }
+    }
+
     /// A batch starts waiting.
     pub fn wait_begin(&self) {
         if self.waiters.fetch_add(1, Ordering::AcqRel) == 0 {
@@ -125,15 +71,28 @@ impl SourceStats {
         }
     }
 
-    /// The state to report: `backpressured` while a wait has lasted longer than
-    /// [`BACKPRESSURE_AFTER_MS`], otherwise the stored state. With how long it has held.
-    pub fn current_state(&self) -> (State, u64) {
+    /// How long the current wait has lasted, in ms (0 if nothing waits).
+    pub fn waiting_ms(&self) -> u64 {
         let started = self.wait_started_ms.load(Ordering::Acquire);
-        let waited = now_ms().saturating_sub(started);
-        if started != 0 && waited >= BACKPRESSURE_AFTER_MS {
-            return (State::Backpressured, waited);
+        if started == 0 {
+            return 0;
         }
-        self.state.get()
+        now_ms().saturating_sub(started)
+    }
+
+    /// Brings the component's state in line with the waits: `backpressured` while a
+    /// wait has lasted [`BACKPRESSURE_AFTER_MS`], `running` again after. Called
+    /// periodically; leaves `failed` and `stopped` alone.
+    pub fn reflect(&self) {
+        let state = self.component.state();
+        let waiting = self.waiting_ms() >= BACKPRESSURE_AFTER_MS;
+        match state {
+            State::Running | State::Starting if waiting => {
+                self.component.set_state(State::Backpressured);
+            }
+            State::Backpressured if !waiting => self.component.set_state(State::Running),
+            _ => {}
+        }
     }
 }
 
@@ -142,10 +101,10 @@ fn now_ms() -> u64 {
 }
 
 /// One sink's counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SinkStats {
     /// Its state.
-    pub state: StateCell,
+    pub component: Component,
     /// Records stored.
     pub records: AtomicU64,
     /// Batches stored.
@@ -162,6 +121,22 @@ pub struct SinkStats {
     pub channel: ChannelStats,
 }
 
+impl SinkStats {
+    /// Counters for the sink whose state is `component`.
+    pub fn new(component: Component) -> Self {
+        SinkStats {
+            component,
+            records: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            unencodable: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
+            gap_records: AtomicU64::new(0),
+            channel: ChannelStats::default(),
+        }
+    }
+}
+
 /// Depth, bytes and oldest age of a bounded channel, kept beside it.
 #[derive(Debug, Default)]
 pub struct ChannelStats {
@@ -173,17 +148,9 @@ struct ChannelInner {
     /// Enqueue time and bytes of each item in the channel (bounded by its capacity).
     items: VecDeque<(Instant, u64)>,
     bytes: u64,
-}
-
-/// A snapshot of a channel.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct ChannelSnapshot {
-    /// Items in it.
-    pub depth: u64,
-    /// Bytes in it.
-    pub bytes: u64,
-    /// Age of the oldest item, in ms.
-    pub oldest_age_ms: u64,
+    offered: u64,
+    delivered: u64,
+    max_depth: u64,
 }
 
 impl ChannelStats {
@@ -192,6 +159,16 @@ impl ChannelStats {
         let mut g = lock(&self.inner);
         g.items.push_back((Instant::now(), bytes));
         g.bytes += bytes;
+        g.offered += 1;
+        g.max_depth = g.max_depth.max(g.items.len() as u64);
+    }
+
+    /// The channel was dropped with what it held (a driver restart).
+    pub fn clear(&self) {
+        let mut g = lock(&self.inner);
+        g.delivered += g.items.len() as u64;
+        g.items.clear();
+        g.bytes = 0;
     }
 
     /// The oldest item left the channel.
@@ -199,17 +176,26 @@ impl ChannelStats {
         let mut g = lock(&self.inner);
         if let Some((_, bytes)) = g.items.pop_front() {
             g.bytes -= bytes;
+            g.delivered += 1;
         }
     }
 
-    /// Now.
-    pub fn snapshot(&self) -> ChannelSnapshot {
+    /// The channel as [`FlowStats`](weir_flow::FlowStats), for the telemetry's queue
+    /// probe (a channel refuses nothing: the reader waits for room).
+    pub fn flow_stats(&self) -> weir_flow::FlowStats {
         let g = lock(&self.inner);
-        ChannelSnapshot {
-            depth: g.items.len() as u64,
-            bytes: g.bytes,
-            oldest_age_ms: g.items.front().map_or(0, |(t, _)| millis(t.elapsed())),
-        }
+        let mut stats = weir_flow::FlowStats::default();
+        stats.offered = g.offered;
+        stats.accepted = g.offered;
+        stats.delivered = g.delivered;
+        stats.depth = g.items.len() as u64;
+        stats.bytes = g.bytes;
+        stats.oldest_age = g
+            .items
+            .front()
+            .map_or(std::time::Duration::ZERO, |(t, _)| t.elapsed());
+        stats.max_depth = g.max_depth;
+        stats
     }
 }
 
@@ -228,27 +214,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn state_since_moves_only_on_change() {
-        let cell = StateCell::default();
-        cell.set(State::Backpressured);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        cell.set(State::Backpressured);
-        let (state, since) = cell.get();
-        assert_eq!(state, State::Backpressured);
-        assert!(since >= 20, "{since}");
-    }
-
-    #[test]
     fn a_long_wait_is_backpressure() {
-        let stats = SourceStats::default();
+        let telemetry = crate::telemetry::Telemetry::new("test".into());
+        let component = telemetry.component(crate::telemetry::ComponentKind::Source, "s");
+        component.set_state(State::Running);
+        let stats = SourceStats::new(component.clone());
         stats.wait_begin();
-        assert_eq!(stats.current_state().0, State::Running);
+        stats.reflect();
+        assert_eq!(component.state(), State::Running);
         std::thread::sleep(std::time::Duration::from_millis(BACKPRESSURE_AFTER_MS + 10));
         stats.wait_begin();
         stats.wait_end();
-        assert_eq!(stats.current_state().0, State::Backpressured);
+        stats.reflect();
+        assert_eq!(component.state(), State::Backpressured);
         stats.wait_end();
-        assert_eq!(stats.current_state().0, State::Running);
+        stats.reflect();
+        assert_eq!(component.state(), State::Running);
+        component.set_state(State::Failed("x".into()));
+        stats.reflect();
+        assert_eq!(component.state(), State::Failed("x".into()));
     }
 
     #[test]
@@ -256,13 +240,16 @@ mod tests {
         let ch = ChannelStats::default();
         ch.push(10);
         ch.push(5);
-        let s = ch.snapshot();
+        let s = ch.flow_stats();
         assert_eq!((s.depth, s.bytes), (2, 15));
         ch.pop();
-        let s = ch.snapshot();
+        let s = ch.flow_stats();
         assert_eq!((s.depth, s.bytes), (1, 5));
         ch.pop();
         ch.pop(); // popping an empty channel is harmless
-        assert_eq!(ch.snapshot().depth, 0);
+        assert_eq!(ch.flow_stats().depth, 0);
+        let flow = ch.flow_stats();
+        assert_eq!((flow.offered, flow.delivered, flow.max_depth), (2, 2, 2));
+        assert!(flow.is_conserved());
     }
 }

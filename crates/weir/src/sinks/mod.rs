@@ -9,10 +9,17 @@
 //! | sink | stores | durable when |
 //! |---|---|---|
 //! | [`file`] | NDJSON files, rotated by bytes and age | the batch is written and fsynced |
+//! | [`parquet`] (through [`parquet_shell`]) | Parquet files, rotated by bytes and age | the file holding the batch is closed and renamed |
 //! | [`blackhole`] | nothing; counts, optionally at a limited rate | at once |
 
 pub mod blackhole;
 pub mod file;
+#[allow(
+    unused_imports,
+    reason = "the Parquet writer's public API, partly used by the runtime"
+)]
+pub mod parquet;
+pub mod parquet_shell;
 
 use std::path::PathBuf;
 
@@ -54,6 +61,10 @@ pub enum SinkError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The Parquet writer failed; it abandoned its open file, so the driver must read
+    /// again from the sink's committed cursor ([`SinkError::needs_rewind`]).
+    #[error("parquet: {0}")]
+    Parquet(String),
     /// This build of `weir run` cannot drive the sink type.
     #[error(
         "sinks.{name}.type: {kind:?} sinks are not supported by `weir run` in this build; \
@@ -71,6 +82,12 @@ pub enum SinkError {
 }
 
 impl SinkError {
+    /// Whether the sink lost records it had accepted but not made durable, so that its
+    /// driver must read again from the committed cursor instead of retrying the batch.
+    pub fn needs_rewind(&self) -> bool {
+        matches!(self, SinkError::Parquet(_))
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
@@ -89,6 +106,8 @@ impl SinkError {
 pub enum Sink {
     /// NDJSON files.
     File(file::FileSink),
+    /// Parquet files.
+    Parquet(parquet_shell::ParquetSink),
     /// Counts and discards.
     Blackhole(blackhole::BlackholeSink),
 }
@@ -104,17 +123,25 @@ pub struct Unencodable {
 
 impl Sink {
     /// Opens the sink `name` as configured (blocking file I/O: call it from a blocking
-    /// context).
+    /// context). `footer` is what Parquet files record about the configuration.
     ///
     /// # Errors
     ///
     /// [`SinkError::Unsupported`] for sink types this build does not drive;
-    /// [`SinkError::Io`] if its directory cannot be prepared.
-    pub fn open(name: &str, config: &SinkConfig) -> Result<Sink, SinkError> {
+    /// [`SinkError::Io`] or [`SinkError::Parquet`] if its directory cannot be prepared.
+    pub fn open(
+        name: &str,
+        config: &SinkConfig,
+        footer: &parquet::FooterMetadata,
+    ) -> Result<Sink, SinkError> {
         match &config.kind {
             SinkKind::File(file) => Ok(Sink::File(file::FileSink::open(file)?)),
             SinkKind::Blackhole(b) => Ok(Sink::Blackhole(blackhole::BlackholeSink::new(b))),
-            SinkKind::Parquet(_) => Err(unsupported(name, "parquet")),
+            SinkKind::Parquet(p) => Ok(Sink::Parquet(parquet_shell::ParquetSink::open(
+                name,
+                p,
+                footer.clone(),
+            )?)),
             SinkKind::ObjectStore(_) => Err(unsupported(name, "object_store")),
             SinkKind::Http(_) => Err(unsupported(name, "http")),
         }
@@ -137,6 +164,7 @@ impl Sink {
     ) -> Result<Written, SinkError> {
         match self {
             Sink::File(s) => s.write(batch, rejects).await,
+            Sink::Parquet(s) => s.write(batch).await,
             Sink::Blackhole(s) => Ok(s.write(batch).await),
         }
     }
@@ -153,6 +181,7 @@ impl Sink {
     pub async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
         match self {
             Sink::File(s) => s.tick().await,
+            Sink::Parquet(s) => s.tick().await,
             Sink::Blackhole(_) => Ok(None),
         }
     }
@@ -169,7 +198,25 @@ impl Sink {
     pub async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
         match self {
             Sink::File(s) => s.finish().await,
+            Sink::Parquet(s) => s.finish().await,
             Sink::Blackhole(_) => Ok(None),
+        }
+    }
+
+    /// Tells the sink where its cursor resumes (before the first write, and after a
+    /// rewind).
+    pub fn resume_at(&mut self, next_offset: u64) {
+        if let Sink::Parquet(s) = self {
+            s.resume_at(next_offset);
+        }
+    }
+
+    /// The sink's type, as configured.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Sink::File(_) => "file",
+            Sink::Parquet(_) => "parquet",
+            Sink::Blackhole(_) => "blackhole",
         }
     }
 }

@@ -12,7 +12,7 @@
 //! at most the batches in flight at a crash are read again. If the file is now shorter
 //! than the saved position (truncated or replaced), it is read from the start. At the
 //! end of the file the source waits for more lines (like `tail -f`). Standard input
-//! has no position; at its end the source turns idle.
+//! has no position; at its end the source shows `stopped` (the pipeline keeps running).
 
 mod core;
 
@@ -31,7 +31,8 @@ use weir_wal::Batch;
 use crate::config::FileSource;
 use crate::record::Record;
 use crate::runtime::ingest::Ingest;
-use crate::runtime::stats::{State, add};
+use crate::runtime::stats::add;
+use crate::telemetry::State;
 
 /// How often the end of a followed file is polled for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
@@ -104,7 +105,7 @@ pub async fn run(
                     && !stdin
                     && let Err(e) = save_position(&position_file, end).await
                 {
-                    eprintln!("weir: source {name}: saving its position failed: {e}");
+                    tracing::warn!("source {name}: saving its position failed: {e}");
                 }
             }
             () = super::stopped(&mut stop) => break,
@@ -139,19 +140,18 @@ pub async fn run(
             && !stdin
             && let Err(e) = save_position(&position_file, end).await
         {
-            eprintln!("weir: source {name}: saving its position failed: {e}");
+            tracing::warn!("source {name}: saving its position failed: {e}");
         }
     }
-    ingest.stats().state.set(if input_done {
-        State::Idle
-    } else {
-        State::Stopped
-    });
+    if input_done {
+        tracing::info!(source = %name, "file: standard input ended");
+    }
+    ingest.stats().component.set_state(State::Stopped);
 }
 
 fn fail(ingest: &Ingest, name: &str, message: String) {
-    eprintln!("weir: source {name}: {message}");
-    ingest.stats().state.set(State::Failed(message));
+    tracing::warn!("source {name}: {message}");
+    ingest.stats().component.set_state(State::Failed(message));
 }
 
 fn encode(name: &Arc<str>, chunk: &Chunk) -> Batch {

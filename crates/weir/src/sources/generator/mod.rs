@@ -3,8 +3,8 @@
 //! Batches of `batch_size` records are made on schedule (`rate = 0`: as fast as the WAL
 //! admits). Under backpressure it waits for admission, and then catches up no faster
 //! than admission allows; it never drops. With `count`, it stops after that many
-//! records and stays idle (the process keeps running, so the sinks drain and
-//! `/status` stays up; stop it with SIGTERM).
+//! records and shows `stopped`; the process keeps running, so the sinks drain and
+//! `/status` stays up (stop it with SIGTERM). There is no setting to exit instead.
 
 mod core;
 
@@ -18,7 +18,7 @@ use weir_wal::Batch;
 
 use crate::config::GeneratorSource;
 use crate::runtime::ingest::Ingest;
-use crate::runtime::stats::State;
+use crate::telemetry::State;
 
 /// Runs the generator until `stop` turns true or `count` records are durable.
 ///
@@ -66,8 +66,11 @@ pub async fn run(
             wire.clear();
             record.encode_into(&mut wire);
             if let Err(e) = batch.push(&wire) {
-                eprintln!("weir: source {name}: {e}; lower size");
-                ingest.stats().state.set(State::Failed(e.to_string()));
+                tracing::warn!("source {name}: {e}; lower size");
+                ingest
+                    .stats()
+                    .component
+                    .set_state(State::Failed(e.to_string()));
                 return;
             }
         }
@@ -82,17 +85,18 @@ pub async fn run(
                 tokio::spawn(admission.append(batch));
             }
             Err(e) => {
-                eprintln!("weir: source {name}: {e}");
-                ingest.stats().state.set(State::Failed(e.to_string()));
+                tracing::warn!("source {name}: {e}");
+                ingest
+                    .stats()
+                    .component
+                    .set_state(State::Failed(e.to_string()));
                 return;
             }
         }
     }
     ingest.idle().await;
-    let finished = total.is_some_and(|t| maker.made() >= t) && !*stop.borrow();
-    ingest.stats().state.set(if finished {
-        State::Idle
-    } else {
-        State::Stopped
-    });
+    if total.is_some_and(|t| maker.made() >= t) {
+        tracing::info!(source = %name, records = maker.made(), "generator: count reached, stopped");
+    }
+    ingest.stats().component.set_state(State::Stopped);
 }
