@@ -26,7 +26,12 @@
 //!   waits for room, FIFO among senders, cancel-safe; [`Sender::send_timeout`] gives
 //!   up after a timeout; [`Sender::reserve`] holds room in a [`Permit`]. Other
 //!   policies answer at once and hand refused or evicted items back ([`SendError`],
-//!   [`Sent`]).
+//!   [`Sent`]). [`Receiver::recv`] takes one item, [`Receiver::recv_many`] a batch
+//!   under one lock and one clock reading.
+//!
+//! Every item is stamped with its enqueue time (one clock reading per send) so the
+//! queue can report the age of its oldest item and the longest wait, and apply
+//! `Expire`. Multi-producer, single-consumer.
 //!
 //! # Stats
 //!

@@ -258,6 +258,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     }
 
     /// Offers `item` at once unless it must wait; joins the line if it must.
+    #[inline]
     fn attempt(&self, item: T) -> Attempt<T> {
         let now = self.shared.clock.now();
         let mut state = self.shared.lock();
@@ -291,6 +292,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
 }
 
 /// Offers into granted room, waking the receiver if the item was queued.
+#[inline]
 fn offer_reserved<T, K: Hash + Eq + Clone>(
     shared: &Shared<T, K>,
     item: T,
@@ -303,6 +305,7 @@ fn offer_reserved<T, K: Hash + Eq + Clone>(
 }
 
 /// Wakes the receiver if `outcome` queued an item, then maps it to a send result.
+#[inline]
 fn finish<T, K: Hash + Eq + Clone>(
     mut state: crate::sync::MutexGuard<'_, State<T, K>>,
     outcome: Offer<T>,
@@ -319,6 +322,7 @@ fn finish<T, K: Hash + Eq + Clone>(
     into_result(outcome)
 }
 
+#[inline]
 fn into_result<T>(outcome: Offer<T>) -> Result<Sent<T>, SendError<T>> {
     match outcome {
         Offer::Accepted => Ok(Sent::Queued),
@@ -419,6 +423,35 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
         poll_fn(|cx| self.poll_recv_with(cx, &mut on_expired)).await
     }
 
+    /// Receives up to `limit` items into `buffer` (appended, oldest first) under one
+    /// lock and one clock reading, waiting only if none is queued. Returns how many
+    /// were received: 0 only once the queue is closed and drained (or if `limit` is
+    /// 0). Reuse `buffer` across calls to avoid allocating.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: items are taken only in the poll that returns, so dropping the
+    /// future loses nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weir_flow::queue::{channel, Capacity, OnFull, QueueConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let (tx, mut rx) = channel(QueueConfig::new(Capacity::items(8), OnFull::Block));
+    /// for i in 0..5 {
+    ///     tx.send(i).await.expect("room");
+    /// }
+    /// let mut batch = Vec::with_capacity(4);
+    /// assert_eq!(rx.recv_many(&mut batch, 4).await, 4);
+    /// assert_eq!(batch, [0, 1, 2, 3]);
+    /// # });
+    /// ```
+    pub async fn recv_many(&mut self, buffer: &mut Vec<T>, limit: usize) -> usize {
+        poll_fn(|cx| self.poll_take(cx, limit, &mut |_, _| {}, &mut |item| buffer.push(item))).await
+    }
+
     /// Polls for the next item (see [`Receiver::recv`]).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         self.poll_recv_with(cx, &mut |_, _| {})
@@ -463,29 +496,55 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
         self.len() == 0
     }
 
+    /// Takes up to `limit` items (at least one, unless the queue is closed and
+    /// drained), handing each to `out`, all under one lock and one clock reading.
+    #[inline]
+    fn poll_take(
+        &mut self,
+        cx: &mut Context<'_>,
+        limit: usize,
+        on_expired: &mut dyn FnMut(T, Timestamp),
+        out: &mut dyn FnMut(T),
+    ) -> Poll<usize> {
+        if limit == 0 {
+            return Poll::Ready(0);
+        }
+        let now = self.shared.clock.now();
+        let mut state = self.shared.lock();
+        let mut count = 0;
+        while count < limit {
+            match state.core.take_with(now, &mut *on_expired) {
+                Some(taken) => {
+                    out(taken.item);
+                    count += 1;
+                }
+                None => break,
+            }
+        }
+        let wakers = state.grant();
+        let poll = if count > 0 || state.core.is_closed() {
+            Poll::Ready(count)
+        } else {
+            match &state.rx_waker {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => state.rx_waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        };
+        drop(state);
+        wakers.wake_all();
+        poll
+    }
+
+    #[inline]
     fn poll_recv_with(
         &mut self,
         cx: &mut Context<'_>,
         on_expired: &mut dyn FnMut(T, Timestamp),
     ) -> Poll<Option<T>> {
-        let now = self.shared.clock.now();
-        let mut state = self.shared.lock();
-        let taken = state.core.take_with(now, on_expired);
-        let wakers = state.grant();
-        let poll = match taken {
-            Some(taken) => Poll::Ready(Some(taken.item)),
-            None if state.core.is_closed() => Poll::Ready(None),
-            None => {
-                match &state.rx_waker {
-                    Some(waker) if waker.will_wake(cx.waker()) => {}
-                    _ => state.rx_waker = Some(cx.waker().clone()),
-                }
-                Poll::Pending
-            }
-        };
-        drop(state);
-        wakers.wake_all();
-        poll
+        let mut item = None;
+        let poll = self.poll_take(cx, 1, on_expired, &mut |taken| item = Some(taken));
+        poll.map(|_| item)
     }
 }
 
