@@ -328,6 +328,9 @@ async fn write_with_retry(
                     batch.records.len() as u64 - written.unencodable,
                 );
                 add(&stats.batches, 1);
+                stats
+                    .buffered_bytes
+                    .store(written.buffered_bytes, std::sync::atomic::Ordering::Relaxed);
                 return Step::Stored(written.durable_through);
             }
             Err(e) if e.needs_rewind() => {

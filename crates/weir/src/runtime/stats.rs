@@ -117,6 +117,8 @@ pub struct SinkStats {
     pub gaps: AtomicU64,
     /// Records in those gaps.
     pub gap_records: AtomicU64,
+    /// Bytes the sink holds in memory (a Parquet row group being built).
+    pub buffered_bytes: AtomicU64,
     /// The WAL → sink channel (depth and age of what it holds).
     pub channel: ChannelStats,
 }
@@ -132,6 +134,7 @@ impl SinkStats {
             unencodable: AtomicU64::new(0),
             gaps: AtomicU64::new(0),
             gap_records: AtomicU64::new(0),
+            buffered_bytes: AtomicU64::new(0),
             channel: ChannelStats::default(),
         }
     }

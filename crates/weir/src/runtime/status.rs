@@ -95,6 +95,7 @@ impl Registry {
                         "unencodable": get(&s.unencodable),
                         "gaps": get(&s.gaps),
                         "gap_records": get(&s.gap_records),
+                        "buffered_bytes": get(&s.buffered_bytes),
                         "cursor": cursor,
                     }),
                 )

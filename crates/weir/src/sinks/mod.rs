@@ -45,6 +45,9 @@ pub struct Written {
     pub durable_through: Option<u64>,
     /// Records the sink could not encode (not written, counted, reported).
     pub unencodable: u64,
+    /// Bytes the sink holds in memory after the write (a Parquet row group being
+    /// built), for `/status`.
+    pub buffered_bytes: u64,
 }
 
 /// Why a sink write failed; the driver retries the batch with capped backoff.

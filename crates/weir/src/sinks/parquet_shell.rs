@@ -69,9 +69,13 @@ impl ParquetSink {
         })
     }
 
-    /// The offset the sink's cursor resumes from: names the next file.
+    /// The offset the sink's cursor resumes from (at start, and after a failure before
+    /// the driver sends again from the committed cursor): names the next file.
     pub fn resume_at(&mut self, next_offset: u64) {
-        lock(&self.state).writer.resume_at(next_offset);
+        let mut state = lock(&self.state);
+        state.writer.resume_at(next_offset);
+        // Nothing handed over since the committed cursor is stored yet.
+        state.last_next = None;
     }
 
     /// Hands a batch to the writer.
@@ -101,6 +105,7 @@ impl ParquetSink {
             Ok(Written {
                 durable_through: state.durable(),
                 unencodable: 0,
+                buffered_bytes: state.writer.buffered_bytes(),
             })
         })
         .await

@@ -35,6 +35,7 @@ impl BlackholeSink {
         Written {
             durable_through: Some(batch.next_offset),
             unencodable: 0,
+            buffered_bytes: 0,
         }
     }
 }

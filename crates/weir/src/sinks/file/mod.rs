@@ -125,6 +125,7 @@ impl FileSink {
         Ok(Written {
             durable_through: Some(written?),
             unencodable,
+            buffered_bytes: 0,
         })
     }
 
@@ -330,7 +331,8 @@ mod tests {
             w,
             Written {
                 durable_through: Some(3),
-                unencodable: 1
+                unencodable: 1,
+                buffered_bytes: 0,
             }
         );
         assert_eq!(rejects.len(), 1);
