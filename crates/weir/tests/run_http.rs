@@ -163,3 +163,41 @@ fn config_errors_stop_weir_run_naming_the_key() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("sources.api.listen"), "{stderr}");
 }
+
+#[test]
+fn requests_beyond_max_concurrent_requests_get_503_at_once() {
+    use std::io::{Read, Write};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (status, http) = (free_addr(), free_addr());
+    let path = write_config(
+        tmp.path(),
+        &config(tmp.path(), status, http, "max_concurrent_requests = 1"),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+
+    // The first request holds the only slot while its body trickles in.
+    let body = format!("{:<100}", "{\"slow\":true}");
+    let mut first = std::net::TcpStream::connect(http).unwrap();
+    first
+        .write_all(
+            b"POST /ingest HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 100\r\n\r\n",
+        )
+        .unwrap();
+    first.write_all(&body.as_bytes()[..10]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+
+    let started = std::time::Instant::now();
+    let r = post(http, "/ingest", &[], b"{\"a\":1}\n").unwrap();
+    assert_eq!(r.0, 503, "{}", String::from_utf8_lossy(&r.2));
+    assert_eq!(header(&r, "retry-after"), Some("1"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+
+    // The first completes normally.
+    first.write_all(&body.as_bytes()[10..]).unwrap();
+    let mut answer = String::new();
+    first.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("{\"accepted\":1}"), "{answer}");
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -173,3 +173,72 @@ fn drop_oldest_gives_the_slow_sink_a_counted_gap() {
         "the fast sink read everything before eviction: {copy:#}"
     );
 }
+
+#[test]
+fn a_blocked_generator_is_backpressured_and_a_second_signal_exits_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let config = format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status}"
+shutdown_timeout = "60s"
+
+[wal]
+max_disk = "256 KiB"
+segment_bytes = "32 KiB"
+max_pending_bytes = "64 KiB"
+on_full = "block"
+
+[sources.gen]
+type = "generator"
+rate = 0
+size = 100
+batch_size = 20
+
+[sinks.slow]
+type = "blackhole"
+inputs = ["gen"]
+rate = 10
+read_batch_records = 10
+"#,
+        data = tmp.path().join("data").display(),
+    );
+    let path = write_config(tmp.path(), &config);
+    let mut daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let s = daemon.wait_for(
+        "the generator to be backpressured",
+        Duration::from_secs(10),
+        |s| {
+            s["components"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["name"] == "gen" && c["state"] == "backpressured")
+        },
+    );
+    assert!(s["wal"]["budget_used"].as_f64().unwrap() > 0.8, "{s:#}");
+
+    // The first signal starts a drain that cannot finish (the sink takes 10 records/s,
+    // shutdown_timeout is 60 s); the second exits at once.
+    daemon.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemon.child.try_wait().unwrap().is_none(),
+        "still draining after one signal"
+    );
+    let started = Instant::now();
+    daemon.signal("TERM");
+    let code = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no exit after the second signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(130), "{}", daemon.stderr());
+}

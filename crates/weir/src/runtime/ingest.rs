@@ -139,7 +139,7 @@ impl Ingest {
         if let Some(d) = deadline {
             self.wait_for_room(bytes, d).await?;
         }
-        waiting.done();
+        drop(waiting);
         Ok(Admission {
             ingest: self.clone(),
             _ticket: ticket,
@@ -195,7 +195,7 @@ impl Admission {
         let bytes = batch.encoded_len();
         let waiting = Waiting::start(stats);
         let result = self.ingest.inner.wal.append(batch).await;
-        waiting.done();
+        drop(waiting);
         match &result {
             Ok(_) => {
                 add(&stats.records, records);
@@ -222,8 +222,6 @@ impl<'a> Waiting<'a> {
         stats.wait_begin();
         Waiting { stats }
     }
-
-    fn done(self) {}
 }
 
 impl Drop for Waiting<'_> {
