@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*"; }
 
 command -v cargo-nextest >/dev/null 2>&1 || cargo install cargo-nextest --locked
+# The Parquet sink's tests read its files back with pyarrow and DuckDB.
+python3 -c 'import pyarrow, duckdb' 2>/dev/null || pip install --quiet pyarrow duckdb
 
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run

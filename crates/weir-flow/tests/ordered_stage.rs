@@ -394,3 +394,36 @@ async fn dropping_the_stage_cancels_running_operations() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(finished.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn errors_the_predicate_rejects_are_final_at_once() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut config = OrderedConfig::new(nz(2));
+    config.retry.initial_backoff = Duration::from_millis(10);
+    let stage = {
+        let calls = Arc::clone(&calls);
+        OrderedStage::new(config, move |status: u16| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move { Err::<(), u16>(status) }
+        })
+        .unwrap()
+        .retry_if(|status: &u16| *status >= 500)
+    };
+    stage.submit(400).await.unwrap();
+    stage.submit(503).await.unwrap();
+    assert_eq!(
+        stage.next().await,
+        Some(Err(OrderedError::Failed {
+            error: 400,
+            attempts: 1
+        }))
+    );
+    assert_eq!(
+        stage.next().await,
+        Some(Err(OrderedError::Failed {
+            error: 503,
+            attempts: 3
+        }))
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}

@@ -102,7 +102,11 @@ pub trait Lane {
     }
 }
 
-/// What one millisecond of a run looked like, after both phases.
+/// What a millisecond in which something happened looked like, after both phases.
+///
+/// The engine skips milliseconds in which nothing can happen (no arrival, no
+/// completion, no waiting producer). In a skipped stretch nothing changes except the
+/// age of the oldest waiting message, which grows with the clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Step {
     /// The millisecond.
@@ -130,9 +134,10 @@ impl Step {
     }
 }
 
-/// Something that watches a run, one [`Step`] per simulated millisecond.
+/// Something that watches a run, one [`Step`] per millisecond in which something
+/// happened (see [`Step`] for the stretches in between).
 pub trait Observer {
-    /// Called once per millisecond, after the consumer's phase.
+    /// Called after the consumer's phase of every millisecond the engine stops at.
     fn step(&mut self, step: &Step);
 }
 
@@ -232,6 +237,20 @@ pub fn run(
                 completed,
             });
         }
-        clock.advance_to(now_ms + 1);
+        // Skip the milliseconds in which nothing can happen: the next one is the next
+        // arrival or completion, or the very next millisecond while a due message is
+        // still waiting to leave the producer (a blocked put, a paced item without
+        // demand).
+        let next_ms = if producer.due_at(now_ms).is_some() {
+            now_ms + 1
+        } else {
+            [producer.next().map(|(_, due_ms)| due_ms), busy_until_ms]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now_ms + 1)
+                .min(horizon_ms.max(now_ms + 1))
+        };
+        clock.advance_to(next_ms);
     }
 }

@@ -8,6 +8,21 @@
 //! on a core and reads the core's [`FlowStats`](weir_flow::FlowStats). What the lab
 //! shows is what production code does.
 //!
+//! # Experiments
+//!
+//! | module | `weir lab …` | seed | cores driven |
+//! |---|---|---|---|
+//! | [`lesson`] | `lesson` (the default) | 000 | `QueueCore`, `DemandCore`, `WindowedDemand`, `AdaptiveWindow` |
+//! | [`kafka`] | `kafka` | 001 | `QueueCore` (`Block`), `Watermark`, `AimdRate` |
+//! | [`littles_law`] | `littles-law` | 002 | `OrderedCore`, `littles_law_depth` |
+//! | [`scenario`] | `run FILE.toml` | — | as the lesson |
+//!
+//! The lesson and scenario files run on the millisecond engine ([`run`]); the Kafka
+//! and Little's-law experiments need finer time (1,000 µs per record) and use small
+//! event-driven loops on nanosecond [`Timestamp`](weir_flow::Timestamp)s that keep the
+//! same ordering rule: within one instant the producer side acts before the consumer
+//! side.
+//!
 //! # Determinism
 //!
 //! Nothing reads a real clock or an unseeded source of randomness. Time is a
@@ -23,7 +38,9 @@
 //! 1. **Time moves in whole milliseconds.** Within a millisecond the **producer acts
 //!    first** (an arrival, an offer, a retried blocked put, a credit-paced emission),
 //!    **then the consumer**: first a completion, then the next pick. An idle consumer
-//!    takes a message the moment it is queued, in the same millisecond.
+//!    takes a message the moment it is queued, in the same millisecond. (The engine
+//!    skips milliseconds in which nothing can happen — no arrival, no completion, no
+//!    producer waiting to retry — which changes no result.)
 //! 2. **Arrivals.** Message 0 is due at t=0; message `i + 1` is due one arrival gap
 //!    after message `i` *left the producer* (accepted, refused or sent). A producer that
 //!    had to wait therefore shifts the rest of its schedule; it never catches up in a

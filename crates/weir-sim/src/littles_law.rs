@@ -112,6 +112,19 @@ pub struct DepthResult {
 
 /// Runs one depth.
 ///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_sim::littles_law::{Latency, LittlesLaw, run_depth};
+///
+/// let experiment = LittlesLaw { operations: 100, ..LittlesLaw::default() };
+/// let one = run_depth(&experiment, Latency::Fixed(Duration::from_secs(1)), 1).unwrap();
+/// let eight = run_depth(&experiment, Latency::Fixed(Duration::from_secs(1)), 8).unwrap();
+/// assert!(one.throughput < 1.0);
+/// assert!(eight.throughput > 7.0 * one.throughput);
+/// ```
+///
 /// # Errors
 ///
 /// [`SimError::BadLimit`] if the depth is zero or the ordered stage refuses its

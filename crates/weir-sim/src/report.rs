@@ -32,16 +32,27 @@ pub fn format_row(name: &str, outcome: &Outcome) -> String {
 
 fn format_row_with_width(name: &str, outcome: &Outcome, name_width: usize) -> String {
     format!(
-        "{name:<name_width$}{:>9}{:>10}{:>9}{:>8}{:>9}{:>10} ms{:>11} ms{:>7} ms",
-        outcome.offered,
-        outcome.completed,
-        outcome.rejected,
-        outcome.expired,
-        outcome.max_depth,
-        outcome.max_queue_wait_ms,
-        outcome.producer_wait_ms,
-        outcome.finished_ms,
+        "{name:<name_width$}{}{}{}{}{}{} ms{} ms{} ms",
+        cell(outcome.offered, 9),
+        cell(outcome.completed, 10),
+        cell(outcome.rejected, 9),
+        cell(outcome.expired, 8),
+        cell(outcome.max_depth, 9),
+        cell(outcome.max_queue_wait_ms, 10),
+        cell(outcome.producer_wait_ms, 11),
+        cell(outcome.finished_ms, 7),
     )
+}
+
+/// `value` right-aligned in `width` characters, with at least one space before it so
+/// that a number wider than its column never runs into the previous one.
+fn cell(value: u64, width: usize) -> String {
+    let text = value.to_string();
+    if text.len() < width {
+        format!("{text:>width$}")
+    } else {
+        format!(" {text}")
+    }
 }
 
 /// A whole table: header, rule and one row per `(name, outcome)`, each line ending in a
@@ -61,4 +72,44 @@ pub fn format_table<'a>(rows: impl IntoIterator<Item = (&'a str, &'a Outcome)>) 
         let _ = writeln!(out, "{}", format_row_with_width(name, outcome, name_width));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_and_rule_are_the_lessons() {
+        let table = format_table(std::iter::empty());
+        assert_eq!(table, format!("{TABLE_HEADER}\n{TABLE_RULE}\n"));
+        assert_eq!(TABLE_HEADER.len(), 98);
+        assert_eq!(TABLE_RULE.len(), 104);
+    }
+
+    #[test]
+    fn numbers_wider_than_their_column_stay_apart() {
+        let outcome = Outcome {
+            offered: 1_000_000_000,
+            finished_ms: 12_345_678,
+            ..Outcome::default()
+        };
+        let row = format_row("x", &outcome);
+        assert!(row.contains(" 1000000000 "), "{row}");
+        assert!(row.ends_with(" ms 12345678 ms"), "{row}");
+    }
+
+    #[test]
+    fn long_names_widen_the_name_column_for_every_line() {
+        let outcome = Outcome::default();
+        let table = format_table([
+            ("a name longer than sixteen", &outcome),
+            ("short", &outcome),
+        ]);
+        let lines: Vec<&str> = table.lines().collect();
+        let offered_end = lines[0].find("offered").unwrap() + "offered".len();
+        for row in &lines[2..] {
+            assert_eq!(row.as_bytes()[offered_end - 1], b'0', "{table}");
+        }
+        assert_eq!(lines[1].len(), TABLE_RULE.len() + 27 - 16);
+    }
 }

@@ -33,12 +33,14 @@ pub struct Bucket {
 /// assert!(series.buckets().is_empty());
 /// assert_eq!(series.to_csv().lines().next(), Some("start_ms,depth_max,oldest_age_ms_max,completions,lost"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Series {
     bucket_ms: u64,
     buckets: Vec<Bucket>,
     completed_before: u64,
     lost_before: u64,
+    /// The last step seen: its millisecond, depth and oldest age.
+    last: Option<(u64, u64, u64)>,
 }
 
 impl Series {
@@ -49,6 +51,7 @@ impl Series {
             buckets: Vec::new(),
             completed_before: 0,
             lost_before: 0,
+            last: None,
         }
     }
 
@@ -77,8 +80,40 @@ impl Series {
     }
 }
 
+impl Series {
+    /// Folds the milliseconds the engine skipped between the last step and `now_ms`:
+    /// the depth stays as it was, and a waiting message keeps ageing.
+    fn fill_gap(&mut self, now_ms: u64) {
+        let Some((last_ms, depth, age_ms)) = self.last else {
+            return;
+        };
+        let mut ms = last_ms + 1;
+        while ms < now_ms {
+            let start_ms = ms - ms % self.bucket_ms;
+            let end_ms = (start_ms + self.bucket_ms - 1).min(now_ms - 1);
+            let age_at_end = if depth > 0 {
+                age_ms + (end_ms - last_ms)
+            } else {
+                0
+            };
+            if self.buckets.last().is_none_or(|b| b.start_ms != start_ms) {
+                self.buckets.push(Bucket {
+                    start_ms,
+                    ..Bucket::default()
+                });
+            }
+            if let Some(bucket) = self.buckets.last_mut() {
+                bucket.depth_max = bucket.depth_max.max(depth);
+                bucket.oldest_age_ms_max = bucket.oldest_age_ms_max.max(age_at_end);
+            }
+            ms = end_ms + 1;
+        }
+    }
+}
+
 impl Observer for Series {
     fn step(&mut self, step: &Step) {
+        self.fill_gap(step.now_ms);
         let start_ms = step.now_ms - step.now_ms % self.bucket_ms;
         if self.buckets.last().is_none_or(|b| b.start_ms != start_ms) {
             self.buckets.push(Bucket {
@@ -96,5 +131,50 @@ impl Observer for Series {
         }
         self.completed_before = step.completed;
         self.lost_before = lost;
+        self.last = Some((step.now_ms, step.stats.depth, age_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_flow::FlowStats;
+
+    use super::*;
+
+    fn step(now_ms: u64, depth: u64, age_ms: u64, completed: u64) -> Step {
+        let mut stats = FlowStats::default();
+        stats.depth = depth;
+        stats.oldest_age = std::time::Duration::from_millis(age_ms);
+        Step {
+            now_ms,
+            sent: completed + depth,
+            completed,
+            in_service: false,
+            stats,
+        }
+    }
+
+    #[test]
+    fn skipped_milliseconds_keep_the_depth_and_age_the_oldest_message() {
+        let mut series = Series::new(10);
+        series.step(&step(3, 2, 1, 0));
+        series.step(&step(35, 1, 0, 1));
+        let buckets = series.buckets();
+        let starts: Vec<u64> = buckets.iter().map(|b| b.start_ms).collect();
+        assert_eq!(starts, [0, 10, 20, 30]);
+        // The message waiting since t=2 is 7, 17, 27 and 32 ms old at t=9, 19, 29 and 34.
+        let ages: Vec<u64> = buckets.iter().map(|b| b.oldest_age_ms_max).collect();
+        assert_eq!(ages, [7, 17, 27, 32]);
+        assert!(buckets.iter().all(|b| b.depth_max == 2));
+        assert_eq!(buckets[3].completions, 1);
+    }
+
+    #[test]
+    fn an_empty_queue_has_no_age_in_a_gap() {
+        let mut series = Series::new(10);
+        series.step(&step(0, 0, 0, 0));
+        series.step(&step(25, 0, 0, 0));
+        assert!(series.buckets().iter().all(|b| b.oldest_age_ms_max == 0));
+        assert_eq!(series.buckets().len(), 3);
     }
 }

@@ -10,6 +10,18 @@ use crate::lanes;
 ///
 /// Each one is a thin driver over a real `weir-flow` core; see the crate documentation
 /// for which core and which policy.
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU64;
+/// use weir_sim::{Strategy, lesson, run};
+///
+/// let block = Strategy::Block { capacity: NonZeroU64::new(50).unwrap() };
+/// assert_eq!(block.describe(), "block (capacity 50)");
+/// let outcome = run(&lesson::workload(true), block.lane("bounded, block").as_mut(), &mut (), 1_000_000).unwrap();
+/// assert_eq!((outcome.producer_wait_ms, outcome.finished_ms), (1_501, 7_496));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
     /// An unbounded queue: nothing is refused; depth and waiting time grow.

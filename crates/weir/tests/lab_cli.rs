@@ -143,6 +143,12 @@ fn weir_lab_kafka_prints_the_comparison_and_the_rate_trace_repeatably() {
         assert!(out.contains(needle), "no {needle:?} in {out}");
     }
     assert_eq!(out, stdout(&["lab", "kafka"]));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    assert_eq!(stdout(&["lab", "kafka", "--csv", path, "--svg", path]), out);
+    for file in ["kafka-unbounded.csv", "kafka-pause-resume.csv", "kafka.svg"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
 }
 
 #[test]

@@ -210,8 +210,7 @@ impl<O, E> OrderedCore<O, E> {
     }
 
     /// Reports a failure that must not be retried: it is stored as the final result.
-    pub fn fail_permanently(&mut self, attempt: Attempt, error: E, now: Timestamp) -> Completion {
-        let _ = now;
+    pub fn fail_permanently(&mut self, attempt: Attempt, error: E) -> Completion {
         if !self.is_current(attempt) {
             return Completion::Stale;
         }

@@ -88,10 +88,7 @@ fn deadlines_expire_into_retries_and_a_final_timeout() {
 fn permanent_failures_skip_the_retries() {
     let mut stage: OrderedCore<u32, &str> = OrderedCore::new(config(1)).unwrap();
     let a = stage.try_submit(ms(0)).unwrap();
-    assert_eq!(
-        stage.fail_permanently(a, "bad request", ms(1)),
-        Completion::Done
-    );
+    assert_eq!(stage.fail_permanently(a, "bad request"), Completion::Done);
     assert!(matches!(
         stage.pop_ready(ms(1)),
         Some((0, Err(OrderedError::Failed { attempts: 1, .. })))

@@ -14,7 +14,10 @@ use super::error::{OrderedConfigError, OrderedError, SubmitError};
 use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::{Clock, FlowStats};
 
-type Weigher<O> = Arc<dyn Fn(&O) -> u64 + Send + Sync>;
+// Caller functions, not shared state: plain `std` Arcs (loom's `Arc` cannot hold
+// unsized values).
+type Weigher<O> = std::sync::Arc<dyn Fn(&O) -> u64 + Send + Sync>;
+type Retryable<E> = std::sync::Arc<dyn Fn(&E) -> bool + Send + Sync>;
 
 /// Runs `op(input)` for up to `max_in_flight` inputs at once and yields the results
 /// in submission order, with the bounds, timeout and retries of an
@@ -28,8 +31,9 @@ type Weigher<O> = Arc<dyn Fn(&O) -> u64 + Send + Sync>;
 /// operations still running. The methods take `&self`, so a producer and a consumer can share the stage
 /// (e.g. in an `Arc`, or in the two branches of a `select!`).
 ///
-/// Inputs are `Clone` because a retry runs `op` again on the same input. Results
-/// weigh nothing against `max_held_bytes` unless a weigher is set with
+/// Inputs are `Clone` because a retry runs `op` again on the same input. Every error
+/// is retried unless a predicate set with [`retry_if`](Self::retry_if) says otherwise.
+/// Results weigh nothing against `max_held_bytes` unless a weigher is set with
 /// [`weigh_with`](Self::weigh_with).
 ///
 /// # Examples
@@ -62,6 +66,7 @@ pub struct OrderedStage<I, O, E, F> {
     shared: Arc<Shared<O, E>>,
     op: Arc<F>,
     weigh: Weigher<O>,
+    retryable: Retryable<E>,
     _input: PhantomData<fn(I)>,
 }
 
@@ -122,7 +127,8 @@ where
                 clock: Clock::new(),
             }),
             op: Arc::new(op),
-            weigh: Arc::new(|_| 0),
+            weigh: std::sync::Arc::new(|_| 0),
+            retryable: std::sync::Arc::new(|_| true),
             _input: PhantomData,
         })
     }
@@ -130,7 +136,15 @@ where
     /// Counts each successful result as `weigh(&output)` bytes against
     /// `max_held_bytes` (applies to operations submitted from now on).
     pub fn weigh_with(mut self, weigh: impl Fn(&O) -> u64 + Send + Sync + 'static) -> Self {
-        self.weigh = Arc::new(weigh);
+        self.weigh = std::sync::Arc::new(weigh);
+        self
+    }
+
+    /// Retries a failed attempt only when `retryable(&error)` is true; other errors
+    /// are final at once (e.g. a 400 is final, a 503 is worth retrying). Applies to
+    /// operations submitted from now on.
+    pub fn retry_if(mut self, retryable: impl Fn(&E) -> bool + Send + Sync + 'static) -> Self {
+        self.retryable = std::sync::Arc::new(retryable);
         self
     }
 
@@ -150,7 +164,8 @@ where
         let task = tokio::spawn(run(
             Arc::clone(&self.shared),
             Arc::clone(&self.op),
-            Arc::clone(&self.weigh),
+            std::sync::Arc::clone(&self.weigh),
+            std::sync::Arc::clone(&self.retryable),
             input,
             attempt,
         ));
@@ -274,6 +289,7 @@ async fn run<I, O, E, F, Fut>(
     shared: Arc<Shared<O, E>>,
     op: Arc<F>,
     weigh: Weigher<O>,
+    retryable: Retryable<E>,
     input: I,
     attempt: Attempt,
 ) where
@@ -297,14 +313,16 @@ async fn run<I, O, E, F, Fut>(
             None => Some(call.await),
         };
         let now = shared.clock.now();
-        // The weigher is caller code: run it outside the lock.
-        let weight = match &outcome {
-            Some(Ok(output)) => weigh(output),
-            _ => 0,
+        // The weigher and the predicate are caller code: run them outside the lock.
+        let (weight, retry) = match &outcome {
+            Some(Ok(output)) => (weigh(output), true),
+            Some(Err(error)) => (0, retryable(error)),
+            None => (0, true),
         };
         let completion = {
             let mut state = shared.lock();
             match outcome {
+                Some(Err(error)) if !retry => state.core.fail_permanently(attempt, error),
                 Some(result) => state.core.complete(attempt, result, weight, now),
                 None => state.core.time_out(attempt, now),
             }

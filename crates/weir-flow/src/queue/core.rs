@@ -213,12 +213,6 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
         Ok(Reservation { weight })
     }
 
-    /// Gives reserved room back without using it.
-    pub fn release(&mut self, reservation: Reservation) {
-        self.reserved_items -= 1;
-        self.reserved_weight -= reservation.weight;
-    }
-
     /// Offers `item` into room reserved by [`QueueCore::try_reserve`]. The reservation
     /// is used up whatever the outcome; an item no heavier than the reservation is
     /// accepted unless the queue was closed meanwhile.
@@ -230,90 +224,6 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     ) -> Offer<T> {
         self.release(reservation);
         self.offer(item, now)
-    }
-
-    /// Records a blocked offer that the caller gave up on (for example a send that
-    /// timed out) as offered and rejected, keeping the stats conserved.
-    pub fn record_abandoned(&mut self) {
-        self.stats.offered += 1;
-        self.stats.rejected += 1;
-    }
-
-    /// Closes the queue: later offers answer [`Offer::Closed`]; what is queued can
-    /// still be taken. Idempotent.
-    pub fn close(&mut self) {
-        self.closed = true;
-    }
-
-    /// Whether [`QueueCore::close`] was called.
-    pub fn is_closed(&self) -> bool {
-        self.closed
-    }
-
-    /// Whether a new item of weight `weight` would fit now without any eviction.
-    pub fn has_room_for(&self, weight: u64) -> bool {
-        self.fits(weight)
-    }
-
-    /// The weight of `item` per the configured weight function (0 without one).
-    pub fn weight_of(&self, item: &T) -> u64 {
-        self.weigh.as_ref().map_or(0, |weigh| weigh(item))
-    }
-
-    /// Number of queued items.
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
-    /// Total weight of the queued items.
-    pub fn weight(&self) -> u64 {
-        self.weight
-    }
-
-    /// When the head item was enqueued, if any.
-    pub fn oldest_enqueued_at(&self) -> Option<Timestamp> {
-        self.slots.front().map(|slot| slot.enqueued_at)
-    }
-
-    /// The bound.
-    pub fn capacity(&self) -> Capacity {
-        self.capacity
-    }
-
-    /// The policy.
-    pub fn on_full(&self) -> OnFull {
-        self.on_full
-    }
-
-    /// The stats as of `now` (`oldest_age` is measured against `now`).
-    pub fn stats(&self, now: Timestamp) -> FlowStats {
-        FlowStats {
-            depth: self.slots.len() as u64,
-            bytes: self.weight,
-            oldest_age: self
-                .oldest_enqueued_at()
-                .map(|at| now.saturating_duration_since(at))
-                .unwrap_or_default(),
-            ..self.stats
-        }
-    }
-
-    /// Whether one more item of `weight` fits beside the queued and reserved ones.
-    fn fits(&self, weight: u64) -> bool {
-        self.slots.len() + self.reserved_items < self.item_limit
-            && fits_weight(self.weight, self.reserved_weight, weight, &self.capacity)
-    }
-
-    /// Whether an item of `weight` could fit if every queued item were evicted (only
-    /// reservations are in the way otherwise).
-    fn fits_after_evicting_all(&self, weight: u64) -> bool {
-        self.reserved_items < self.item_limit
-            && fits_weight(0, self.reserved_weight, weight, &self.capacity)
     }
 
     /// Appends a new slot if it fits, else applies the fallback.
@@ -440,6 +350,98 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
         self.stats.offered += 1;
         self.stats.dropped_newest += 1;
         Offer::DroppedNewest(item)
+    }
+}
+
+impl<T, K> QueueCore<T, K> {
+    /// Gives reserved room back without using it.
+    pub fn release(&mut self, reservation: Reservation) {
+        self.reserved_items -= 1;
+        self.reserved_weight -= reservation.weight;
+    }
+
+    /// Records a blocked offer that the caller gave up on (for example a send that
+    /// timed out) as offered and rejected, keeping the stats conserved.
+    pub fn record_abandoned(&mut self) {
+        self.stats.offered += 1;
+        self.stats.rejected += 1;
+    }
+
+    /// Closes the queue: later offers answer [`Offer::Closed`]; what is queued can
+    /// still be taken. Idempotent.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Whether [`QueueCore::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Whether a new item of weight `weight` would fit now without any eviction.
+    pub fn has_room_for(&self, weight: u64) -> bool {
+        self.fits(weight)
+    }
+
+    /// The weight of `item` per the configured weight function (0 without one).
+    pub fn weight_of(&self, item: &T) -> u64 {
+        self.weigh.as_ref().map_or(0, |weigh| weigh(item))
+    }
+
+    /// Number of queued items.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Total weight of the queued items.
+    pub fn weight(&self) -> u64 {
+        self.weight
+    }
+
+    /// When the head item was enqueued, if any.
+    pub fn oldest_enqueued_at(&self) -> Option<Timestamp> {
+        self.slots.front().map(|slot| slot.enqueued_at)
+    }
+
+    /// The bound.
+    pub fn capacity(&self) -> Capacity {
+        self.capacity
+    }
+
+    /// The policy.
+    pub fn on_full(&self) -> OnFull {
+        self.on_full
+    }
+
+    /// The stats as of `now` (`oldest_age` is measured against `now`).
+    pub fn stats(&self, now: Timestamp) -> FlowStats {
+        FlowStats {
+            depth: self.slots.len() as u64,
+            bytes: self.weight,
+            oldest_age: self
+                .oldest_enqueued_at()
+                .map(|at| now.saturating_duration_since(at))
+                .unwrap_or_default(),
+            ..self.stats
+        }
+    }
+
+    /// Whether one more item of `weight` fits beside the queued and reserved ones.
+    fn fits(&self, weight: u64) -> bool {
+        self.slots.len() + self.reserved_items < self.item_limit
+            && fits_weight(self.weight, self.reserved_weight, weight, &self.capacity)
+    }
+
+    /// Whether an item of `weight` could fit if every queued item were evicted (only
+    /// reservations are in the way otherwise).
+    fn fits_after_evicting_all(&self, weight: u64) -> bool {
+        self.reserved_items < self.item_limit
+            && fits_weight(0, self.reserved_weight, weight, &self.capacity)
     }
 }
 

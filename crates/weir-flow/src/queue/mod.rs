@@ -21,6 +21,12 @@
 //! - [`QueueCore`] is the sans-IO core: a synchronous state machine that takes
 //!   `now: Timestamp` and reads no clock. The simulator drives it on a virtual clock.
 //!   Its outcomes are plain enums ([`Offer`], [`Taken`], [`Popped`]).
+//! - [`channel`] is the thin tokio shell: the core behind a `Mutex`, a [`Sender`]
+//!   (clone it for more producers) and a [`Receiver`]. Under `Block`, [`Sender::send`]
+//!   waits for room, FIFO among senders, cancel-safe; [`Sender::send_timeout`] gives
+//!   up after a timeout; [`Sender::reserve`] holds room in a [`Permit`]. Other
+//!   policies answer at once and hand refused or evicted items back ([`SendError`],
+//!   [`Sent`]).
 //!
 //! # Stats
 //!
@@ -54,8 +60,13 @@
 
 mod config;
 mod core;
+mod error;
 mod outcome;
+mod shared;
+mod shell;
 
 pub use self::config::{Capacity, Fallback, OnFull, QueueConfig};
 pub use self::core::QueueCore;
+pub use self::error::{ReserveError, SendError, Sent, TryRecvError};
 pub use self::outcome::{Evicted, Offer, Popped, Reservation, ReserveRefused, Taken};
+pub use self::shell::{Permit, Receiver, Sender, channel, channel_with_clock};

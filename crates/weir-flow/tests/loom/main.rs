@@ -2,5 +2,6 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p weir-flow --release --test loom`.
 #![cfg(loom)]
 
+mod credit;
 mod queue;
 mod semaphore;

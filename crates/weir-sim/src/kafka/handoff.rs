@@ -9,7 +9,9 @@ use weir_flow::Timestamp;
 use weir_flow::queue::{Capacity, Offer, OnFull, QueueConfig, QueueCore};
 use weir_flow::watermark::{Transition, Watermark};
 
+use crate::engine::{Observer, Step};
 use crate::error::SimError;
+use crate::series::Series;
 
 /// Transition lines kept for the report (the first few show the pattern).
 const LOG_LINES: usize = 4;
@@ -86,7 +88,12 @@ pub struct HandOffResult {
     pub pauses: u64,
     /// The first pause/resume transitions and the line when fetching ended, as log lines.
     pub log: Vec<String>,
+    /// The hand-off queue over time, in [`SERIES_BUCKET_MS`] buckets.
+    pub series: Series,
 }
+
+/// The bucket width of the hand-off's time series: 100 ms.
+pub const SERIES_BUCKET_MS: u64 = 100;
 
 impl HandOffResult {
     /// Records per second while fetching.
@@ -176,6 +183,18 @@ impl Run<'_> {
 
 /// Runs the experiment with one hand-off.
 ///
+/// # Examples
+///
+/// ```
+/// use weir_sim::kafka::{HandOff, HandOffConfig, run_handoff};
+///
+/// let config = HandOffConfig { records: 5_000, ..HandOffConfig::default() };
+/// let bounded = run_handoff(&config, HandOff::Watermarked).unwrap();
+/// assert!(bounded.max_queue <= config.high + config.max_poll_records);
+/// let unbounded = run_handoff(&config, HandOff::Unbounded).unwrap();
+/// assert!(unbounded.p99_dwell > bounded.p99_dwell);
+/// ```
+///
 /// # Errors
 ///
 /// [`SimError::BadLimit`] if the watermarks are inconsistent (`low >= high`) or a limit
@@ -226,6 +245,7 @@ pub fn run_handoff(config: &HandOffConfig, handoff: HandOff) -> Result<HandOffRe
     let mut poll_returns: Option<(Timestamp, u64)> = Some((now + config.poll_latency, first));
     let mut busy_until: Option<Timestamp> = None;
     let mut blocked = false;
+    let mut series = Series::new(SERIES_BUCKET_MS);
     loop {
         // 1. The poll loop: a returning poll puts its records in, then polls again.
         if let Some((at, n)) = poll_returns
@@ -259,6 +279,13 @@ pub fn run_handoff(config: &HandOffConfig, handoff: HandOff) -> Result<HandOffRe
             let dwell_us = u64::try_from(dwell.as_micros()).unwrap_or(u64::MAX).max(1);
             run.dwell_us.saturating_record(dwell_us);
         }
+        series.step(&Step {
+            now_ms: now.as_millis(),
+            sent: run.fetched,
+            completed: run.processed,
+            in_service: busy_until.is_some(),
+            stats: run.queue.stats(now),
+        });
         if run.processed == config.records {
             break;
         }
@@ -288,6 +315,7 @@ pub fn run_handoff(config: &HandOffConfig, handoff: HandOff) -> Result<HandOffRe
         p99_dwell: quantile(0.99),
         pauses: run.watermark.as_ref().map_or(0, Watermark::pauses),
         log: run.log,
+        series,
     })
 }
 

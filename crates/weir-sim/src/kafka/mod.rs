@@ -14,9 +14,37 @@ mod handoff;
 use std::fmt::Write as _;
 
 pub use aimd::{AimdExperiment, AimdResult, CapacityPhase, RateSample, rate_table, run_aimd};
-pub use handoff::{HandOff, HandOffConfig, HandOffResult, comparison_table, run_handoff};
+pub use handoff::{
+    HandOff, HandOffConfig, HandOffResult, SERIES_BUCKET_MS, comparison_table, run_handoff,
+};
 
 use crate::error::SimError;
+
+/// Both hand-offs of Part 1, run.
+#[derive(Debug, Clone)]
+pub struct Kafka {
+    /// The parameters.
+    pub config: HandOffConfig,
+    /// The unbounded hand-off.
+    pub unbounded: HandOffResult,
+    /// The bounded queue with pause/resume watermarks.
+    pub bounded: HandOffResult,
+}
+
+impl Kafka {
+    /// Runs both hand-offs.
+    ///
+    /// # Errors
+    ///
+    /// [`SimError`] if the configuration is refused.
+    pub fn run(config: &HandOffConfig) -> Result<Kafka, SimError> {
+        Ok(Kafka {
+            config: config.clone(),
+            unbounded: run_handoff(config, HandOff::Unbounded)?,
+            bounded: run_handoff(config, HandOff::Watermarked)?,
+        })
+    }
+}
 
 /// The whole `weir lab kafka` report.
 ///
@@ -24,8 +52,17 @@ use crate::error::SimError;
 ///
 /// [`SimError`] if a configuration is refused.
 pub fn report(config: &HandOffConfig, experiment: &AimdExperiment) -> Result<String, SimError> {
-    let unbounded = run_handoff(config, HandOff::Unbounded)?;
-    let bounded = run_handoff(config, HandOff::Watermarked)?;
+    let kafka = Kafka::run(config)?;
+    report_of(&kafka, experiment)
+}
+
+/// The report of hand-offs already run, followed by the AIMD experiment.
+///
+/// # Errors
+///
+/// [`SimError`] if the AIMD configuration is refused.
+pub fn report_of(kafka: &Kafka, experiment: &AimdExperiment) -> Result<String, SimError> {
+    let (config, unbounded, bounded) = (&kafka.config, &kafka.unbounded, &kafka.bounded);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -45,7 +82,7 @@ pub fn report(config: &HandOffConfig, experiment: &AimdExperiment) -> Result<Str
         "Part 1. Unbounded hand-off against a bounded queue (capacity {}) that pauses fetching at {} and resumes at {}.",
         config.capacity, config.high, config.low
     );
-    out.push_str(&comparison_table(config, &unbounded, &bounded));
+    out.push_str(&comparison_table(config, unbounded, bounded));
     let _ = writeln!(
         out,
         "Pause/resume log ({} pauses; the first transitions and the end of fetching):",

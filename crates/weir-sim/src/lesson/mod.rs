@@ -149,6 +149,18 @@ pub struct Row {
 }
 
 /// Part 1 (slow consumer) and Part 2 (healthy consumer), seven rows each.
+///
+/// # Examples
+///
+/// ```
+/// use weir_sim::lesson::{Lesson, Limits};
+///
+/// let lesson = Lesson::run(Limits::default()).unwrap();
+/// let credit = &lesson.slow[4];
+/// assert_eq!(credit.name, "credit (Flow)");
+/// assert_eq!((credit.outcome.max_depth, credit.outcome.max_queue_wait_ms), (10, 180));
+/// assert!(lesson.report().starts_with("Backpressure lab."));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Lesson {
     /// The limits the rows ran with.

@@ -32,7 +32,7 @@ pub enum LabCommand {
     /// Seed 001: a poll loop over 30,000 records into a slow downstream, unbounded
     /// against pause/resume watermarks, then an AIMD rate limiter against a downstream
     /// whose capacity moves.
-    Kafka,
+    Kafka(OutputArgs),
     /// Seed 002: a slow stage behind the ordered concurrent stage, in-flight depth
     /// swept 1..256, with a fixed and a heavy-tailed latency.
     LittlesLaw(LittlesLawArgs),
@@ -68,7 +68,7 @@ pub struct RunArgs {
 /// Where to write time series and charts.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutputArgs {
-    /// Write per-strategy time series (10 ms buckets) as CSV files into DIR.
+    /// Write per-strategy time series as CSV files into DIR (10 ms buckets; 100 ms for kafka).
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
     /// Write SVG charts of queue depth and oldest age into DIR.
@@ -101,14 +101,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         None => lesson(&args.lesson),
         Some(LabCommand::Lesson(lesson_args)) => lesson(&lesson_args),
-        Some(LabCommand::Kafka) => {
-            let report = weir_sim::kafka::report(
-                &weir_sim::kafka::HandOffConfig::default(),
-                &weir_sim::kafka::AimdExperiment::default(),
-            )?;
-            print!("{report}");
-            Ok(ExitCode::SUCCESS)
-        }
+        Some(LabCommand::Kafka(output)) => kafka(&output),
         Some(LabCommand::LittlesLaw(args)) => {
             let experiment = weir_sim::littles_law::LittlesLaw {
                 operations: args.operations,
@@ -123,6 +116,33 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         }
         Some(LabCommand::Run(run_args)) => scenario(&run_args),
     }
+}
+
+fn kafka(output: &OutputArgs) -> anyhow::Result<ExitCode> {
+    use weir_sim::kafka::{AimdExperiment, HandOffConfig, Kafka};
+    let kafka = Kafka::run(&HandOffConfig::default())?;
+    print!(
+        "{}",
+        weir_sim::kafka::report_of(&kafka, &AimdExperiment::default())?
+    );
+    let runs = [
+        ("unbounded", &kafka.unbounded.series),
+        ("pause-resume", &kafka.bounded.series),
+    ];
+    if let Some(dir) = &output.csv {
+        for (name, series) in runs {
+            write(&dir.join(format!("kafka-{name}.csv")), &series.to_csv())?;
+        }
+    }
+    if let Some(dir) = &output.svg {
+        let svg = weir_sim::chart::depth_and_age_chart(
+            "Kafka-style consumer: unbounded hand-off against pause/resume (100 ms buckets)",
+            &runs,
+            None,
+        )?;
+        write(&dir.join("kafka.svg"), &svg)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {

@@ -2,5 +2,6 @@
 //! returning the process exit code.
 
 pub mod lab;
+pub mod status;
 pub mod validate;
 pub mod wal;

@@ -1,0 +1,184 @@
+//! The log writer: lines arrive, a stalled output never blocks the caller, drops and
+//! truncations are counted.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// An output that collects what the writer thread writes.
+#[derive(Clone, Default)]
+struct Collect(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Collect {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Collect {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().expect("not poisoned").clone()).expect("valid UTF-8")
+    }
+}
+
+/// An output that stalls on its first write until the gate opens (or 10 s pass).
+struct Stalled {
+    gate: Option<mpsc::Receiver<()>>,
+    inner: Collect,
+}
+
+impl Write for Stalled {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(gate) = self.gate.take() {
+            let _ = gate.recv_timeout(Duration::from_secs(10));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn subscriber(writer: BoundedLogWriter) -> impl tracing::Subscriber + Send + Sync {
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish()
+}
+
+#[test]
+fn lines_reach_the_output_in_order() {
+    let output = Collect::default();
+    let (writer, handle) = bounded_writer(100, 1024, output.clone()).expect("writer");
+    tracing::subscriber::with_default(subscriber(writer), || {
+        for i in 0..10 {
+            tracing::info!(record = i, "line number {i}");
+        }
+        tracing::debug!("filtered out");
+    });
+    handle.shutdown();
+    let text = output.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 10, "{text}");
+    for (i, line) in lines.iter().enumerate() {
+        assert!(line.contains(&format!("line number {i}")), "{line}");
+    }
+    assert_eq!(
+        (handle.written(), handle.dropped(), handle.truncated()),
+        (10, 0, 0)
+    );
+}
+
+#[test]
+fn a_stalled_output_never_blocks_the_caller_and_drops_are_counted() {
+    let (open_gate, gate) = mpsc::channel();
+    let output = Collect::default();
+    let stalled = Stalled {
+        gate: Some(gate),
+        inner: output.clone(),
+    };
+    let queue_lines = 8;
+    let (writer, handle) = bounded_writer(queue_lines, 1024, stalled).expect("writer");
+    let started = Instant::now();
+    tracing::subscriber::with_default(subscriber(writer), || {
+        for i in 0..1000 {
+            tracing::info!("event {i}");
+        }
+    });
+    let logging_took = started.elapsed();
+    // The output is still stalled (its gate waits 10 s): had logging waited for it,
+    // 1000 events would have taken at least that long.
+    assert!(
+        logging_took < Duration::from_secs(5),
+        "logging blocked for {logging_took:?}"
+    );
+    let stats = handle.queue_stats();
+    assert!(stats.depth <= u64::from(queue_lines));
+    open_gate.send(()).expect("the writer thread waits");
+    handle.shutdown();
+
+    let (written, dropped) = (handle.written(), handle.dropped());
+    assert_eq!(
+        written + dropped,
+        1000,
+        "every line written or counted as dropped"
+    );
+    // At most one queue's worth in the writer's hands plus one queue's worth queued.
+    assert!(written <= 2 * u64::from(queue_lines), "{written} written");
+    assert_eq!(output.text().lines().count() as u64, written);
+    assert_eq!(handle.queue_stats().dropped_newest, dropped);
+}
+
+#[test]
+fn long_lines_are_cut_on_a_character_boundary() {
+    let output = Collect::default();
+    let (writer, handle) = bounded_writer(10, 64, output.clone()).expect("writer");
+    tracing::subscriber::with_default(subscriber(writer), || {
+        tracing::info!("{}", "é".repeat(200));
+        tracing::info!("short");
+    });
+    handle.shutdown();
+    let text = output.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].ends_with("…[truncated]"), "{}", lines[0]);
+    assert!(lines[0].len() < 64, "{} bytes", lines[0].len());
+    assert!(lines[1].ends_with("short"));
+    assert_eq!(handle.truncated(), 1);
+}
+
+#[test]
+fn lines_after_shutdown_are_counted_as_dropped() {
+    let output = Collect::default();
+    let (writer, handle) = bounded_writer(10, 1024, output.clone()).expect("writer");
+    handle.shutdown();
+    tracing::subscriber::with_default(subscriber(writer), || tracing::info!("too late"));
+    assert_eq!((handle.written(), handle.dropped()), (0, 1));
+    assert!(output.text().is_empty());
+}
+
+#[test]
+fn metrics_export_the_drops_and_the_queue() {
+    let (open_gate, gate) = mpsc::channel();
+    let stalled = Stalled {
+        gate: Some(gate),
+        inner: Collect::default(),
+    };
+    let (writer, handle) = bounded_writer(2, 1024, stalled).expect("writer");
+    let telemetry = Telemetry::new("h".into());
+    handle.register_metrics(&telemetry, 2, 2048);
+    tracing::subscriber::with_default(subscriber(writer), || {
+        for i in 0..50 {
+            tracing::info!("event {i}");
+        }
+    });
+    let dropped = handle.dropped();
+    assert!(dropped > 0);
+    let text = telemetry.render_metrics();
+    assert!(
+        text.contains(&format!("weir_log_dropped_total {dropped}")),
+        "{text}"
+    );
+    assert!(text.contains("weir_log_truncated_total 0"), "{text}");
+    assert!(
+        text.contains(r#"weir_queue_bound_items{queue="log"} 2"#),
+        "{text}"
+    );
+    open_gate.send(()).expect("the writer thread waits");
+    handle.shutdown();
+}
+
+#[test]
+fn init_refuses_a_bad_level() {
+    let err = init("loud=sometimes=", 10, 1024).expect_err("bad level");
+    assert!(matches!(err, LogError::Level { .. }), "{err}");
+    assert!(err.to_string().contains("expected a level"), "{err}");
+}

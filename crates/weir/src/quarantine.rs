@@ -1,0 +1,376 @@
+//! The quarantine: records a sink cannot encode, kept with the reason under their own
+//! disk budget (`[quarantine] max_disk`).
+//!
+//! Each sink gets `<dir>/<sink>/quarantine.ndjson`, one JSON object per line:
+//!
+//! ```text
+//! {"ts_ms":1764400000000,"sink":"lake","reason":"payload is not valid UTF-8","payload_base64":"/w=="}
+//! ```
+//!
+//! `payload_base64` is the record's bytes as given, in standard base64 with padding.
+//! Lines are appended and fsynced in batches: every [`SYNC_EVERY_RECORDS`] records or
+//! [`SYNC_EVERY_BYTES`] bytes per sink, and on [`Quarantine::sync`]; a crash can lose
+//! the lines written since the last fsync.
+//!
+//! The budget counts every byte under `dir` that the quarantine wrote, including files
+//! of earlier runs (measured by [`Quarantine::new`]). Over budget, a record is refused
+//! ([`QuarantineError::Full`]) and counted as
+//! `weir_quarantine_dropped_total{sink,reason="quarantine_full"}`: the quarantine never
+//! grows past its budget, and never blocks the sink waiting for room.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::Serialize;
+
+use crate::telemetry::{Counter, Telemetry};
+
+/// Records written to a sink's file between two fsyncs.
+pub const SYNC_EVERY_RECORDS: u32 = 64;
+/// Bytes written to a sink's file between two fsyncs.
+pub const SYNC_EVERY_BYTES: u64 = 1024 * 1024;
+/// The name of each sink's file.
+pub const FILE_NAME: &str = "quarantine.ndjson";
+
+/// Why a record was not quarantined.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuarantineError {
+    /// The budget is spent: the record was dropped and counted.
+    #[error(
+        "quarantine full: a {needed}-byte entry for sink {sink:?} does not fit, {used} of {max_disk} bytes used; raise [quarantine] max_disk or clear {dir}"
+    )]
+    Full {
+        /// The sink whose record was refused.
+        sink: String,
+        /// Bytes the entry needed.
+        needed: u64,
+        /// Bytes used when it was refused.
+        used: u64,
+        /// The budget.
+        max_disk: u64,
+        /// The quarantine directory.
+        dir: PathBuf,
+    },
+    /// The sink name cannot be a directory name.
+    #[error(
+        "quarantine: expected a sink name usable as a directory name (not empty, no '/', '\\', not '.' or '..'), found {0:?}"
+    )]
+    SinkName(String),
+    /// A file-system operation failed; the entry's budget was released.
+    #[error("quarantine: cannot {op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+/// What the quarantine holds and refused so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct QuarantineStats {
+    /// Bytes on disk under the quarantine directory (this run's and earlier runs').
+    pub used_bytes: u64,
+    /// The budget.
+    pub max_disk_bytes: u64,
+    /// Per sink: records quarantined and refused in this run.
+    pub sinks: BTreeMap<String, SinkQuarantineStats>,
+}
+
+/// One sink's quarantine counts in this run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SinkQuarantineStats {
+    /// Records written.
+    pub records: u64,
+    /// Records refused because the budget was spent.
+    pub dropped: u64,
+}
+
+#[derive(Serialize)]
+struct Entry<'a> {
+    ts_ms: u64,
+    sink: &'a str,
+    reason: &'a str,
+    payload_base64: String,
+}
+
+struct SinkFile {
+    file: BufWriter<File>,
+    path: PathBuf,
+    unsynced_records: u32,
+    unsynced_bytes: u64,
+    records: Counter,
+    dropped: Counter,
+}
+
+struct Shared {
+    dir: PathBuf,
+    max_disk: u64,
+    /// Shared with the telemetry gauge, which holds nothing else of the quarantine.
+    used: Arc<AtomicU64>,
+    telemetry: OnceLock<Telemetry>,
+    /// One entry per sink that quarantined something: bounded by the configured sinks.
+    sinks: Mutex<BTreeMap<String, SinkFile>>,
+}
+
+/// The quarantine directory and its budget. Cheap to clone (an `Arc` inside); every
+/// clone shares the budget.
+///
+/// [`put`](Self::put) does blocking file I/O: call it where the sink encodes (a
+/// blocking thread), not on an async worker.
+#[derive(Clone)]
+pub struct Quarantine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Quarantine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quarantine")
+            .field("dir", &self.shared.dir)
+            .field("max_disk", &self.shared.max_disk)
+            .field("used", &self.shared.used.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+fn io(op: &'static str, path: &Path, source: std::io::Error) -> QuarantineError {
+    QuarantineError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bytes of the quarantine files under `dir` (`<dir>/<sink>/quarantine.ndjson`).
+fn measure(dir: &Path) -> Result<u64, QuarantineError> {
+    let mut used = 0;
+    for entry in fs::read_dir(dir).map_err(|e| io("list", dir, e))? {
+        let sink_dir = entry.map_err(|e| io("list", dir, e))?.path();
+        let file = sink_dir.join(FILE_NAME);
+        match fs::metadata(&file) {
+            Ok(meta) if meta.is_file() => used += meta.len(),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("stat", &file, e)),
+        }
+    }
+    Ok(used)
+}
+
+impl Quarantine {
+    /// A quarantine under `dir` (created when missing) with a budget of `max_disk`
+    /// bytes, of which files left by earlier runs already count.
+    ///
+    /// # Errors
+    ///
+    /// [`QuarantineError::Io`] when the directory cannot be created or measured.
+    pub fn new(dir: &Path, max_disk: u64) -> Result<Self, QuarantineError> {
+        fs::create_dir_all(dir).map_err(|e| io("create directory", dir, e))?;
+        let used = measure(dir)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                dir: dir.to_owned(),
+                max_disk,
+                used: Arc::new(AtomicU64::new(used)),
+                telemetry: OnceLock::new(),
+                sinks: Mutex::new(BTreeMap::new()),
+            }),
+        })
+    }
+
+    /// Reports to `telemetry`: `weir_quarantine_disk_used_bytes`,
+    /// `weir_quarantine_disk_max_bytes`, and per sink `weir_quarantine_records_total`
+    /// and `weir_quarantine_dropped_total{reason="quarantine_full"}`. Call it before the
+    /// first [`put`](Self::put).
+    pub fn with_telemetry(self, telemetry: &Telemetry) -> Self {
+        let used = Arc::clone(&self.shared.used);
+        telemetry.register_gauge_fn(
+            "weir_quarantine_disk_used_bytes",
+            "Bytes the quarantine holds on disk.",
+            &[],
+            move || used.load(Ordering::Relaxed) as f64,
+        );
+        let max = self.shared.max_disk as f64;
+        telemetry.register_gauge_fn(
+            "weir_quarantine_disk_max_bytes",
+            "The quarantine's disk budget ([quarantine] max_disk).",
+            &[],
+            move || max,
+        );
+        // Set once: a second call keeps the first registry for the counters.
+        let _ = self.shared.telemetry.set(telemetry.clone());
+        self
+    }
+
+    /// Appends `record_bytes` with `reason` to the sink's quarantine file.
+    ///
+    /// # Errors
+    ///
+    /// [`QuarantineError::Full`] when the entry does not fit the budget (counted as
+    /// dropped); [`QuarantineError::SinkName`] for a name that cannot be a directory;
+    /// [`QuarantineError::Io`] when writing fails (the entry's bytes are released).
+    pub fn put(
+        &self,
+        sink: &str,
+        reason: &str,
+        record_bytes: &[u8],
+    ) -> Result<(), QuarantineError> {
+        if sink.is_empty() || sink == "." || sink == ".." || sink.contains(['/', '\\']) {
+            return Err(QuarantineError::SinkName(sink.to_owned()));
+        }
+        let ts_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let entry = Entry {
+            ts_ms,
+            sink,
+            reason,
+            payload_base64: BASE64.encode(record_bytes),
+        };
+        let mut line = serde_json::to_vec(&entry).expect("strings and numbers serialize");
+        line.push(b'\n');
+        let needed = line.len() as u64;
+
+        let mut sinks = lock(&self.shared.sinks);
+        let file = match sinks.get_mut(sink) {
+            Some(file) => file,
+            None => {
+                let opened = self.open(sink)?;
+                sinks.entry(sink.to_owned()).or_insert(opened)
+            }
+        };
+        let reserved = self
+            .shared
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(needed)
+                    .filter(|&n| n <= self.shared.max_disk)
+            });
+        if let Err(used) = reserved {
+            file.dropped.inc();
+            return Err(QuarantineError::Full {
+                sink: sink.to_owned(),
+                needed,
+                used,
+                max_disk: self.shared.max_disk,
+                dir: self.shared.dir.clone(),
+            });
+        }
+        if let Err(e) = file.file.write_all(&line) {
+            self.shared.used.fetch_sub(needed, Ordering::AcqRel);
+            return Err(io("append to", &file.path, e));
+        }
+        file.records.inc();
+        file.unsynced_records += 1;
+        file.unsynced_bytes += needed;
+        if file.unsynced_records >= SYNC_EVERY_RECORDS || file.unsynced_bytes >= SYNC_EVERY_BYTES {
+            sync_file(file)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and fsyncs every sink's file (on shutdown, or periodically).
+    ///
+    /// # Errors
+    ///
+    /// [`QuarantineError::Io`] for the first file that fails; the others are still
+    /// attempted.
+    pub fn sync(&self) -> Result<(), QuarantineError> {
+        let mut sinks = lock(&self.shared.sinks);
+        let mut first_error = None;
+        for file in sinks.values_mut() {
+            if let Err(e) = sync_file(file) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The budget, the bytes used, and per-sink counts of this run.
+    pub fn stats(&self) -> QuarantineStats {
+        let sinks = lock(&self.shared.sinks);
+        QuarantineStats {
+            used_bytes: self.shared.used.load(Ordering::Acquire),
+            max_disk_bytes: self.shared.max_disk,
+            sinks: sinks
+                .iter()
+                .map(|(name, file)| {
+                    let stats = SinkQuarantineStats {
+                        records: file.records.get(),
+                        dropped: file.dropped.get(),
+                    };
+                    (name.clone(), stats)
+                })
+                .collect(),
+        }
+    }
+
+    fn open(&self, sink: &str) -> Result<SinkFile, QuarantineError> {
+        let dir = self.shared.dir.join(sink);
+        fs::create_dir_all(&dir).map_err(|e| io("create directory", &dir, e))?;
+        let path = dir.join(FILE_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", &path, e))?;
+        // A new file's directory entry must survive a crash too.
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("fsync directory", &dir, e))?;
+        let (records, dropped) = match self.shared.telemetry.get() {
+            Some(telemetry) => (
+                telemetry.counter(
+                    "weir_quarantine_records_total",
+                    "Records a sink could not encode, kept in the quarantine.",
+                    &[("sink", sink)],
+                ),
+                telemetry.counter(
+                    "weir_quarantine_dropped_total",
+                    "Records refused by the quarantine, by reason.",
+                    &[("sink", sink), ("reason", "quarantine_full")],
+                ),
+            ),
+            None => (Counter::default(), Counter::default()),
+        };
+        Ok(SinkFile {
+            file: BufWriter::new(file),
+            path,
+            unsynced_records: 0,
+            unsynced_bytes: 0,
+            records,
+            dropped,
+        })
+    }
+}
+
+fn sync_file(file: &mut SinkFile) -> Result<(), QuarantineError> {
+    if file.unsynced_records == 0 {
+        return Ok(());
+    }
+    file.file
+        .flush()
+        .and_then(|()| file.file.get_ref().sync_data())
+        .map_err(|e| io("fsync", &file.path, e))?;
+    file.unsynced_records = 0;
+    file.unsynced_bytes = 0;
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "quarantine_tests.rs"]
+mod tests;
