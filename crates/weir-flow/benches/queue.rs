@@ -3,6 +3,11 @@
 //! two-worker tokio runtime: 1 producer → 1 consumer and 4 producers → 1 consumer,
 //! 100,000 items per iteration.
 //!
+//! A second pair of cases receives with `recv_many` (batches of 64) for weir and tokio:
+//! weir stamps each item with its enqueue and take times, and where reading the clock
+//! is slow (about 125 ns per reading in some VMs) taking a batch under one reading is
+//! what lets a consumer keep up.
+//!
 //! `cargo bench -p weir-flow --bench queue` runs divan, then a short timed comparison
 //! that prints throughput ratios (weir / each alternative; above 1.0 means weir is
 //! faster). `QUEUE_BENCH_RUNS` sets the comparison's runs per case (default 15; the
@@ -17,6 +22,8 @@ use weir_flow::queue::{Capacity, OnFull, QueueConfig, channel};
 const ITEMS: usize = 100_000;
 const CAPACITY: usize = 1024;
 const PRODUCERS: [usize; 2] = [1, 4];
+/// Items per `recv_many` call in the batched cases.
+const BATCH: usize = 64;
 
 type Item = [u8; 64];
 
@@ -101,6 +108,65 @@ async fn async_channel(producers: usize) -> usize {
     )
 }
 
+/// Spawns `producers` producers sending their share of the items with `send`.
+macro_rules! produce {
+    ($producers:expr, $tx:ident, |$i:ident| $send:expr) => {{
+        let per_producer = ITEMS / $producers;
+        for _ in 0..$producers {
+            let $tx = $tx.clone();
+            tokio::spawn(async move {
+                for $i in 0..per_producer {
+                    $send;
+                }
+            });
+        }
+        drop($tx);
+    }};
+}
+
+/// The consumer takes up to `BATCH` items per call (`recv_many`).
+async fn weir_batched(producers: usize) -> usize {
+    let (tx, mut rx) =
+        channel::<Item, ()>(QueueConfig::new(Capacity::items(CAPACITY), OnFull::Block));
+    let consumer = tokio::spawn(async move {
+        let (mut checksum, mut buffer) = (0usize, Vec::with_capacity(BATCH));
+        while rx.recv_many(&mut buffer, BATCH).await > 0 {
+            for item in buffer.drain(..) {
+                checksum = checksum.wrapping_add(usize::from(black_box(item)[0]));
+            }
+        }
+        checksum
+    });
+    produce!(producers, tx, |i| tx.send(item(i)).await.expect("open"));
+    consumer.await.expect("the consumer finishes")
+}
+
+/// The consumer takes up to `BATCH` items per call (`recv_many`).
+async fn tokio_mpsc_batched(producers: usize) -> usize {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Item>(CAPACITY);
+    let consumer = tokio::spawn(async move {
+        let (mut checksum, mut buffer) = (0usize, Vec::with_capacity(BATCH));
+        while rx.recv_many(&mut buffer, BATCH).await > 0 {
+            for item in buffer.drain(..) {
+                checksum = checksum.wrapping_add(usize::from(black_box(item)[0]));
+            }
+        }
+        checksum
+    });
+    produce!(producers, tx, |i| tx.send(item(i)).await.expect("open"));
+    consumer.await.expect("the consumer finishes")
+}
+
+#[divan::bench(args = PRODUCERS)]
+fn weir_queue_recv_many(producers: usize) -> usize {
+    RUNTIME.block_on(weir_batched(producers))
+}
+
+#[divan::bench(args = PRODUCERS)]
+fn tokio_mpsc_recv_many(producers: usize) -> usize {
+    RUNTIME.block_on(tokio_mpsc_batched(producers))
+}
+
 #[divan::bench(args = PRODUCERS)]
 fn weir_queue(producers: usize) -> usize {
     RUNTIME.block_on(weir(producers))
@@ -121,18 +187,49 @@ fn async_channel_channel(producers: usize) -> usize {
     RUNTIME.block_on(async_channel(producers))
 }
 
-/// Median wall time of `runs` runs of `case` (after one warm-up run).
-fn median<F: std::future::Future<Output = usize>>(runs: usize, case: impl Fn() -> F) -> Duration {
-    RUNTIME.block_on(case());
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            black_box(RUNTIME.block_on(case()));
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
+/// The cases of the timed comparison, in the order they are run within each round.
+const CASES: [&str; 6] = [
+    "weir",
+    "tokio mpsc",
+    "flume",
+    "async-channel",
+    "weir recv_many",
+    "tokio recv_many",
+];
+
+/// Runs case `case` once with `producers` producers; its wall time.
+fn time_case(case: usize, producers: usize) -> Duration {
+    let start = Instant::now();
+    let checksum = RUNTIME.block_on(async move {
+        match case {
+            0 => weir(producers).await,
+            1 => tokio_mpsc(producers).await,
+            2 => flume(producers).await,
+            3 => async_channel(producers).await,
+            4 => weir_batched(producers).await,
+            _ => tokio_mpsc_batched(producers).await,
+        }
+    });
+    black_box(checksum);
+    start.elapsed()
+}
+
+/// Median wall time of each case over `runs` rounds. Each round runs every case once,
+/// one after the other, so load from elsewhere on the machine falls on all of them.
+fn medians(runs: usize, producers: usize) -> [Duration; CASES.len()] {
+    let mut times: [Vec<Duration>; CASES.len()] = Default::default();
+    for case in 0..CASES.len() {
+        time_case(case, producers); // warm-up
+    }
+    for _ in 0..runs {
+        for (case, times) in times.iter_mut().enumerate() {
+            times.push(time_case(case, producers));
+        }
+    }
+    times.map(|mut times| {
+        times.sort();
+        times[times.len() / 2]
+    })
 }
 
 fn compare() {
@@ -141,36 +238,27 @@ fn compare() {
         .and_then(|runs| runs.parse().ok())
         .unwrap_or(15usize)
         .max(1);
+    let rate = |d: Duration| ITEMS as f64 / d.as_secs_f64() / 1e6;
     println!();
     println!(
-        "Bounded queue, Block, capacity {CAPACITY}, 64-byte items, {ITEMS} items per run, median of {runs} runs"
-    );
-    println!(
-        "{:<12} {:>14} {:>14} {:>14} {:>14}",
-        "producers", "weir", "tokio mpsc", "flume", "async-channel"
+        "Bounded queue, Block, capacity {CAPACITY}, 64-byte items, {ITEMS} items per run; \
+         median of {runs} interleaved rounds (M items/s; ratio = weir / x, above 1.0 = weir faster)"
     );
     for producers in PRODUCERS {
-        let weir = median(runs, || weir(producers));
-        let tokio = median(runs, || tokio_mpsc(producers));
-        let flume = median(runs, || flume(producers));
-        let async_channel = median(runs, || async_channel(producers));
-        let rate = |d: Duration| format!("{:.1} M/s", ITEMS as f64 / d.as_secs_f64() / 1e6);
+        let times = medians(runs, producers);
+        let [weir, tokio, flume, async_channel, weir_many, tokio_many] = times.map(rate);
         println!(
-            "{:<12} {:>14} {:>14} {:>14} {:>14}",
-            format!("{producers} → 1"),
-            rate(weir),
-            rate(tokio),
-            rate(flume),
-            rate(async_channel)
+            "{producers} → 1: weir {weir:.2}  tokio mpsc {tokio:.2}  flume {flume:.2}  \
+             async-channel {async_channel:.2}  | ratio vs tokio {:.2}, vs flume {:.2}, \
+             vs async-channel {:.2}",
+            weir / tokio,
+            weir / flume,
+            weir / async_channel
         );
-        let ratio = |other: Duration| other.as_secs_f64() / weir.as_secs_f64();
         println!(
-            "{:<12} {:>14} {:>14.2} {:>14.2} {:>14.2}",
-            "  ratio",
-            "weir / x:",
-            ratio(tokio),
-            ratio(flume),
-            ratio(async_channel)
+            "{producers} → 1, recv_many({BATCH}): weir {weir_many:.2}  tokio mpsc {tokio_many:.2}  \
+             | ratio vs tokio {:.2}",
+            weir_many / tokio_many
         );
     }
 }

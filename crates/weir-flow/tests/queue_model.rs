@@ -107,7 +107,10 @@ impl Model {
             return ("closed", vec![item.id]);
         }
         let conflating = matches!(self.policy, OnFull::Conflate { .. });
-        let same_key = self.queue.iter_mut().find(|(queued, _)| queued.key == item.key);
+        let same_key = self
+            .queue
+            .iter_mut()
+            .find(|(queued, _)| queued.key == item.key);
         if let (true, Some(slot)) = (conflating, same_key) {
             let old = std::mem::replace(slot, (item, now));
             return ("superseded", vec![old.0.id]);

@@ -218,3 +218,29 @@ async fn blocked_senders_are_served_in_arrival_order() {
         task.await.expect("task").expect("sent");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn recv_many_takes_a_batch_under_one_reading() {
+    let policy = OnFull::Expire {
+        max_age: Duration::from_millis(10),
+        when_full: Fallback::Block,
+    };
+    let (tx, mut rx) = channel::<u32, ()>(QueueConfig::new(Capacity::items(8), policy));
+    tx.send(0).await.expect("room");
+    tokio::time::advance(Duration::from_millis(11)).await;
+    for i in 1..=5 {
+        tx.send(i).await.expect("room");
+    }
+    let mut batch = Vec::new();
+    // Item 0 expired on the way; the batch stops at the limit.
+    assert_eq!(rx.recv_many(&mut batch, 3).await, 3);
+    assert_eq!(batch, [1, 2, 3]);
+    assert_eq!(rx.recv_many(&mut batch, 10).await, 2);
+    assert_eq!(batch, [1, 2, 3, 4, 5]);
+    assert_eq!(rx.recv_many(&mut batch, 0).await, 0);
+    drop(tx);
+    assert_eq!(rx.recv_many(&mut batch, 10).await, 0, "closed and drained");
+    let stats = rx.stats();
+    assert_eq!((stats.expired, stats.delivered), (1, 5));
+    assert!(stats.is_conserved());
+}

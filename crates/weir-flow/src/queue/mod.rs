@@ -26,7 +26,12 @@
 //!   waits for room, FIFO among senders, cancel-safe; [`Sender::send_timeout`] gives
 //!   up after a timeout; [`Sender::reserve`] holds room in a [`Permit`]. Other
 //!   policies answer at once and hand refused or evicted items back ([`SendError`],
-//!   [`Sent`]).
+//!   [`Sent`]). [`Receiver::recv`] takes one item, [`Receiver::recv_many`] a batch
+//!   under one lock and one clock reading.
+//!
+//! Every item is stamped with its enqueue time (one clock reading per send) so the
+//! queue can report the age of its oldest item and the longest wait, and apply
+//! `Expire`. Multi-producer, single-consumer.
 //!
 //! # Stats
 //!
@@ -62,6 +67,7 @@ mod config;
 mod core;
 mod error;
 mod outcome;
+mod receiver;
 mod shared;
 mod shell;
 
@@ -69,4 +75,5 @@ pub use self::config::{Capacity, Fallback, OnFull, QueueConfig};
 pub use self::core::QueueCore;
 pub use self::error::{ReserveError, SendError, Sent, TryRecvError};
 pub use self::outcome::{Evicted, Offer, Popped, Reservation, ReserveRefused, Taken};
-pub use self::shell::{Permit, Receiver, Sender, channel, channel_with_clock};
+pub use self::receiver::Receiver;
+pub use self::shell::{Permit, Sender, channel, channel_with_clock};

@@ -8,6 +8,12 @@
 //! behind it). A granted entry stays in the line until its future takes the
 //! reservation; a future dropped before that releases it and the next waiters are
 //! granted, so cancellation leaves no hole.
+//!
+//! Waking is batched: once senders wait on a full queue, they are let in when a batch
+//! of room is free ([`wake_batch`]: an eighth of the item bound, 1 to 256 slots), not
+//! after every single take. A sender that just waited then usually finds room for many
+//! sends in a row instead of parking again after each one. Nothing waits forever on
+//! this: an empty queue always has a batch of room, and `close` wakes everyone.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
@@ -38,6 +44,18 @@ pub(crate) struct State<T, K> {
     next_id: u64,
     /// Whether the core's policy waits when full.
     blocking: bool,
+    /// Free slots needed before waiting senders are let in.
+    wake_batch: usize,
+}
+
+/// Free slots needed before waiting senders are let in: an eighth of the item bound,
+/// between 1 and 256 (1 without an item bound).
+pub(crate) fn wake_batch(item_limit: usize) -> usize {
+    if item_limit == usize::MAX {
+        1
+    } else {
+        (item_limit / 8).clamp(1, 256)
+    }
 }
 
 /// One waiting `send` or `reserve`.
@@ -64,6 +82,8 @@ impl<T, K> Shared<T, K> {
 impl<T, K: Hash + Eq + Clone> Shared<T, K> {
     pub(crate) fn new(core: QueueCore<T, K>, clock: Clock) -> Self {
         let blocking = core.on_full().fallback() == Fallback::Block;
+        // The core is empty: its room is its whole item bound.
+        let wake_batch = wake_batch(core.room());
         Shared {
             state: Mutex::new(State {
                 core,
@@ -73,6 +93,7 @@ impl<T, K: Hash + Eq + Clone> Shared<T, K> {
                 ungranted: 0,
                 next_id: 0,
                 blocking,
+                wake_batch,
             }),
             clock,
         }
@@ -163,11 +184,12 @@ impl<T, K: Hash + Eq + Clone> State<T, K> {
         id
     }
 
-    /// Grants room to waiters in order while it fits; returns the wakers to call
-    /// once the lock is released.
+    /// Grants room to waiters in order while it fits, once a batch of room is free;
+    /// returns the wakers to call once the lock is released.
+    #[inline]
     pub(crate) fn grant(&mut self) -> Wakers {
         let mut wakers = Wakers::new();
-        if self.ungranted == 0 {
+        if self.ungranted == 0 || self.core.room() < self.wake_batch {
             return wakers;
         }
         for waiter in self
@@ -196,42 +218,36 @@ impl<T, K: Hash + Eq + Clone> State<T, K> {
     }
 }
 
-/// Wakers collected under the lock and called after it is released. Up to
-/// [`Wakers::INLINE`] are kept without allocating; more spill into a vector (only when
-/// that many senders wait at once).
+/// Wakers collected under the lock and called after it is released. One waker (the
+/// usual case) needs no allocation; more spill into a vector (only when several
+/// senders are let in at once).
 pub(crate) struct Wakers {
-    inline: [Option<Waker>; Wakers::INLINE],
-    len: usize,
-    spill: Vec<Waker>,
+    first: Option<Waker>,
+    rest: Vec<Waker>,
 }
 
 impl Wakers {
-    const INLINE: usize = 4;
-
     pub(crate) fn new() -> Self {
         Wakers {
-            inline: Default::default(),
-            len: 0,
-            spill: Vec::new(),
+            first: None,
+            rest: Vec::new(),
         }
     }
 
     pub(crate) fn push(&mut self, waker: Waker) {
-        match self.inline.get_mut(self.len) {
-            Some(slot) => {
-                *slot = Some(waker);
-                self.len += 1;
-            }
-            None => self.spill.push(waker),
+        if self.first.is_none() {
+            self.first = Some(waker);
+        } else {
+            self.rest.push(waker);
         }
     }
 
     pub(crate) fn wake_all(self) {
-        for waker in self.inline.into_iter().flatten() {
-            waker.wake();
-        }
-        for waker in self.spill {
-            waker.wake();
+        if let Some(first) = self.first {
+            first.wake();
+            for waker in self.rest {
+                waker.wake();
+            }
         }
     }
 }

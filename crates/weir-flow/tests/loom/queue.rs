@@ -27,10 +27,13 @@ fn blocked_sender_and_receiver() {
     });
 }
 
-/// Two senders blocked on a full queue: both get in, nothing is lost.
+/// Two senders blocked on a full queue: both get in, nothing is lost. Three threads
+/// make the full search too long, so preemptions are bounded (3, as in tokio's loom CI).
 #[test]
 fn two_blocked_senders() {
-    loom::model(|| {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
         let (tx, mut rx) = channel(block_queue(1));
         tx.try_send(0).expect("room for the first item");
         let tx2 = tx.clone();
@@ -91,5 +94,22 @@ fn receiver_dropped_while_a_sender_waits() {
             thread::spawn(move || matches!(block_on(tx.send(1)), Err(SendError::Closed(1))));
         drop(rx);
         assert!(sender.join().expect("sender thread"));
+    });
+}
+
+/// A sender waits behind a permit holding the only slot; dropping the unused permit
+/// always lets it in.
+#[test]
+fn dropped_permit_lets_a_waiting_sender_in() {
+    loom::model(|| {
+        let (tx, mut rx) = channel(block_queue(1));
+        let sender_tx = tx.clone();
+        let permit = tx.try_reserve_weight(0).expect("room for a permit");
+        let sender = thread::spawn(move || block_on(sender_tx.send(1)).is_ok());
+        drop(permit);
+        assert!(sender.join().expect("sender thread"));
+        drop(tx);
+        assert_eq!(block_on(rx.recv()), Some(1));
+        assert_eq!(block_on(rx.recv()), None);
     });
 }

@@ -1,7 +1,12 @@
 //! `weir wal inspect DIR` and `weir wal verify DIR`.
+//!
+//! Both are read-only: they change nothing in the directory, so they are safe on a WAL
+//! after a crash, before the daemon's recovery runs.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 /// `weir wal` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -19,6 +24,26 @@ pub enum WalCommand {
 }
 
 /// Runs a `weir wal` subcommand.
-pub fn run(_command: WalCommand) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("weir wal is not built yet")
+///
+/// `verify` exits with status 1 when it finds corruption, after naming each damaged
+/// segment and offset.
+pub fn run(command: WalCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        WalCommand::Inspect { dir } => {
+            let report = weir_wal::tools::inspect(&dir)
+                .with_context(|| format!("inspecting {}", dir.display()))?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        WalCommand::Verify { dir } => {
+            let report = weir_wal::tools::verify(&dir)
+                .with_context(|| format!("verifying {}", dir.display()))?;
+            print!("{report}");
+            Ok(if report.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
 }

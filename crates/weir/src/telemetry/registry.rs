@@ -190,6 +190,12 @@ fn base_name(name: &str, counter: bool) -> &str {
     }
 }
 
+/// prometheus-client's registry ends every help text with a full stop; the caller's
+/// own is dropped so it is not doubled.
+fn registry_help(help: &str) -> &str {
+    help.strip_suffix('.').unwrap_or(help)
+}
+
 impl Telemetry {
     /// An empty registry for a daemon running the configuration with this hash.
     pub fn new(config_hash: String) -> Self {
@@ -311,7 +317,7 @@ impl Telemetry {
         let Metrics { registry, by_name } = &mut *metrics;
         let registered = by_name.entry(name.to_owned()).or_insert_with(|| {
             let family = Family::<Labels, PromCounter>::default();
-            registry.register(base, help, family.clone());
+            registry.register(base, registry_help(help), family.clone());
             Registered::Counter(family)
         });
         match registered {
@@ -332,7 +338,7 @@ impl Telemetry {
         let Metrics { registry, by_name } = &mut *metrics;
         let registered = by_name.entry(name.to_owned()).or_insert_with(|| {
             let family = Family::<Labels, PromGaugeF64>::default();
-            registry.register(base, help, family.clone());
+            registry.register(base, registry_help(help), family.clone());
             Registered::Gauge(family)
         });
         match registered {

@@ -421,6 +421,11 @@ async fn router_serves_well_formed_prometheus_text() {
         sample(&samples, "weir_source_dropped_total", &dropped),
         Some(3.0)
     );
+    assert!(
+        body.contains("# HELP weir_source_dropped_total Records a source dropped.\n"),
+        "{body}"
+    );
+    assert!(!body.contains(".."), "help texts end with one full stop");
 }
 
 #[tokio::test]

@@ -30,6 +30,8 @@ mod schema;
 mod writer;
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod python_tests;
 #[cfg(test)]
 mod tests;

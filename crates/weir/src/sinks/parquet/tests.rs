@@ -59,7 +59,7 @@ pub(super) fn records(first: u64, n: u64, payload_bytes: usize) -> Vec<Record> {
         .collect()
 }
 
-fn read(path: &Path) -> (Vec<RecordBatch>, Arc<ParquetMetaData>) {
+pub(super) fn read(path: &Path) -> (Vec<RecordBatch>, Arc<ParquetMetaData>) {
     let file = File::open(path).expect("the committed file exists");
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).expect("a valid Parquet file");
     let metadata = Arc::clone(builder.metadata());
@@ -71,7 +71,7 @@ fn read(path: &Path) -> (Vec<RecordBatch>, Arc<ParquetMetaData>) {
     (batches, metadata)
 }
 
-fn footer_value(metadata: &ParquetMetaData, key: &str) -> Option<String> {
+pub(super) fn footer_value(metadata: &ParquetMetaData, key: &str) -> Option<String> {
     metadata
         .file_metadata()
         .key_value_metadata()?
@@ -81,7 +81,7 @@ fn footer_value(metadata: &ParquetMetaData, key: &str) -> Option<String> {
         .clone()
 }
 
-fn file_names(dir: &Path) -> Vec<String> {
+pub(super) fn file_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -246,11 +246,13 @@ fn row_groups_are_bounded_by_rows_and_by_bytes() {
     assert_eq!(rows, [10, 10, 10, 5]);
 
     let mut config = sink_config(dir.path());
-    config.encoding.row_group_bytes = ByteSize::new(16 * 1024).expect("non-zero");
+    let row_group_bytes = 256 * 1024;
+    config.encoding.row_group_bytes = ByteSize::new(row_group_bytes).expect("non-zero");
     config.encoding.compression = Compression::None;
     let mut writer = ParquetFileWriter::new(dir.path(), "bytes", &config, footer()).expect("new");
-    // 200 records of 1 KiB in batches of 20: ~200 KiB against a 16 KiB row group.
-    for batch in 0..10 {
+    // 4000 records of 1 KiB in writes of 20: ~4 MiB against 256 KiB row groups.
+    let writes = 200;
+    for batch in 0..writes {
         writer
             .write(&records(batch * 20, 20, 1024), batch * 20 + 19)
             .expect("write");
@@ -258,13 +260,22 @@ fn row_groups_are_bounded_by_rows_and_by_bytes() {
     let done = writer.finish().expect("finish").expect("open");
     let (_, metadata) = read(&done.path);
     let groups = metadata.row_groups();
-    assert!(groups.len() >= 10, "{} row groups", groups.len());
     let total: i64 = groups.iter().map(|rg| rg.num_rows()).sum();
-    assert_eq!(total, 200);
+    assert_eq!(total, 4000);
+    // Row groups span several writes, and none grows much past 256 KiB.
+    assert!(
+        groups.len() >= 4000 * 1024 / row_group_bytes as usize,
+        "{} row groups",
+        groups.len()
+    );
+    assert!(
+        groups.len() < writes as usize / 2,
+        "{} row groups",
+        groups.len()
+    );
     for group in groups {
-        // A row group is cut once it reaches 16 KiB: at most one chunk of 16 KiB more.
         assert!(
-            group.total_byte_size() <= 40 * 1024,
+            group.total_byte_size() <= 2 * row_group_bytes as i64,
             "{}",
             group.total_byte_size()
         );
@@ -389,4 +400,98 @@ fn the_first_file_without_resume_at_starts_at_its_first_batch() {
     assert!(done.path.parent().is_some_and(|p| p == dir.path()));
     let (batches, _) = read(&done.path);
     assert_eq!(batches[0].column(0).len(), 3);
+}
+
+#[test]
+fn buffered_memory_stays_below_row_group_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = sink_config(dir.path());
+    // Well above the encoders' fixed buffers (about 80 KiB for the seven leaf columns).
+    let row_group_bytes = 1024 * 1024;
+    config.encoding.row_group_bytes = ByteSize::new(row_group_bytes).expect("non-zero");
+    let mut writer = ParquetFileWriter::new(dir.path(), "mem", &config, footer()).expect("new");
+    let mut most = 0;
+    for batch in 0..100 {
+        // Writes of 50 KiB and, every tenth, one of 1.5 MiB (larger than a row group).
+        let n = if batch % 10 == 9 { 1500 } else { 50 };
+        let first = batch * 2000;
+        writer
+            .write(&records(first, n, 1024), first + 1999)
+            .expect("write");
+        most = most.max(writer.buffered_bytes());
+        assert!(
+            writer.buffered_bytes() < row_group_bytes,
+            "{} buffered",
+            writer.buffered_bytes()
+        );
+    }
+    assert!(most > 0, "rows were buffered between flushes");
+    let done = writer.finish().expect("finish").expect("open");
+    assert_eq!(done.rows, 90 * 50 + 10 * 1500);
+    assert_eq!(writer.buffered_bytes(), 0);
+}
+
+#[test]
+fn a_failed_close_rewinds_so_the_range_can_be_sent_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut writer =
+        ParquetFileWriter::new(dir.path(), "p", &sink_config(dir.path()), footer()).expect("new");
+    writer.resume_at(0);
+    writer.write(&records(0, 4, 8), 3).expect("write");
+    writer.write(&records(4, 4, 8), 7).expect("write");
+    // A directory where the file goes makes the rename fail.
+    let final_path = dir.path().join("p-00000000000000000000.parquet");
+    std::fs::create_dir(&final_path).expect("mkdir");
+    std::fs::write(final_path.join("occupied"), b"x").expect("write");
+    let err = writer.finish().expect_err("the rename fails");
+    assert!(
+        matches!(err, ParquetSinkError::Io { op: "rename", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cannot rename"), "{err}");
+    assert!(writer.open_path().is_none());
+    assert_eq!(
+        file_names(dir.path()),
+        ["p-00000000000000000000.parquet"],
+        "the .tmp is gone"
+    );
+
+    // The driver re-sends from its committed cursor (0): accepted, same name.
+    std::fs::remove_dir_all(&final_path).expect("rm");
+    writer
+        .write(&records(0, 8, 8), 7)
+        .expect("offsets may go back to 0");
+    let done = writer.finish().expect("finish").expect("open");
+    assert_eq!(done.path, final_path);
+    assert_eq!((done.through_offset, done.rows), (7, 8));
+    // But not further back than the last commit.
+    writer.write(&records(8, 2, 8), 9).expect("write");
+    let err = writer
+        .write(&records(3, 2, 8), 4)
+        .expect_err("behind the commit");
+    assert!(matches!(
+        err,
+        ParquetSinkError::OffsetRegression {
+            previous: 9,
+            found: 4
+        }
+    ));
+}
+
+#[test]
+fn resume_at_rewinds_when_no_file_is_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut writer =
+        ParquetFileWriter::new(dir.path(), "p", &sink_config(dir.path()), footer()).expect("new");
+    writer.write(&records(0, 3, 8), 2).expect("write");
+    writer.resume_at(100);
+    assert!(writer.open_path().is_some(), "ignored while a file is open");
+    writer.finish().expect("finish");
+    writer.resume_at(1);
+    let done = writer
+        .write(&records(1, 2, 8), 2)
+        .and_then(|_| writer.finish())
+        .expect("rewound")
+        .expect("open");
+    assert!(done.path.ends_with("p-00000000000000000001.parquet"));
 }

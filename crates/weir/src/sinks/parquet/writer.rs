@@ -89,7 +89,9 @@ struct OpenFile {
 /// - **Row groups** are flushed at `row_group_rows` rows or when the buffered row group
 ///   reaches `row_group_bytes` (encoded estimate or memory held, whichever first).
 ///   Records are converted to Arrow in chunks of at most `row_group_rows` rows and
-///   `row_group_bytes` bytes, so the writer's memory stays around two row groups.
+///   `row_group_bytes` bytes, so the writer's memory stays around two row groups
+///   (plus the encoders' fixed buffers, about 80 KiB: a `row_group_bytes` below that
+///   flushes a row group on every write).
 /// - **Rotation**: a file is closed after the write that brings it to `rotate.bytes`
 ///   (a file may exceed it by up to one `write` call), or by [`poll_age`] once it is
 ///   `rotate.age` old.
@@ -98,9 +100,10 @@ struct OpenFile {
 ///   [`Committed`]. `NAME` is `<prefix>-<first WAL offset, 20 digits>`, so after a
 ///   crash the retry from the last committed cursor rewrites the same name instead of
 ///   adding a duplicate; stale `.tmp` files of this prefix are removed by [`new`].
-/// - **Errors**: after a failed write the open file is abandoned (its `.tmp` removed)
-///   and the next file starts at the open file's first offset again: re-send everything
-///   after the last [`Committed::through_offset`].
+/// - **Errors**: after a failed write or close the open file is abandoned (its `.tmp`
+///   removed) and the writer rewinds to the open file's first offset: re-send
+///   everything after the last [`Committed::through_offset`] (offsets may go back that
+///   far, and no further).
 ///
 /// [`poll_age`]: ParquetFileWriter::poll_age
 /// [`new`]: ParquetFileWriter::new
@@ -180,16 +183,34 @@ impl ParquetFileWriter {
     /// [`write`](Self::write). Without it, the first file is named after
     /// `last_offset + 1 - records.len()` of its first batch, which is exact only when
     /// the sink reads every record of its range.
+    ///
+    /// After an error, call it again with the committed cursor before re-sending.
+    /// Ignored while a file is open.
     pub fn resume_at(&mut self, next_offset: u64) {
         if self.open.is_none() {
-            self.next_first_offset = Some(next_offset);
+            self.rewind_to(next_offset);
         }
+    }
+
+    /// The next file starts at `next_offset`, and batches from there are accepted.
+    fn rewind_to(&mut self, next_offset: u64) {
+        self.next_first_offset = Some(next_offset);
+        self.last_seen = next_offset.checked_sub(1);
     }
 
     /// The path of the file being written, if one is open (it has its final name only
     /// once committed).
     pub fn open_path(&self) -> Option<&Path> {
         self.open.as_ref().map(|open| open.path.as_path())
+    }
+
+    /// Bytes the open file's unflushed row group holds in memory (encoded pages and
+    /// encoder buffers): kept below `row_group_bytes` after every
+    /// [`write`](Self::write).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.open
+            .as_ref()
+            .map_or(0, |open| open.writer.memory_size() as u64)
     }
 
     /// Appends `records`, which cover the WAL through `last_offset` (records of other
@@ -388,7 +409,7 @@ impl ParquetFileWriter {
             Err(err) => {
                 // Best effort: the error being returned is the one that matters.
                 let _ = fs::remove_file(&tmp_path);
-                self.next_first_offset = Some(first_offset);
+                self.rewind_to(first_offset);
                 Err(err)
             }
         }
@@ -397,7 +418,7 @@ impl ParquetFileWriter {
     /// Drops the open file after a failed write and removes its `.tmp`.
     fn abandon(&mut self) {
         if let Some(open) = self.open.take() {
-            self.next_first_offset = Some(open.first_offset);
+            self.rewind_to(open.first_offset);
             let tmp_path = open.tmp_path.clone();
             drop(open);
             // Best effort: the write error is what the caller needs; `new` sweeps

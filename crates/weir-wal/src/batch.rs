@@ -1,0 +1,114 @@
+//! [`Batch`]: records encoded into frames by the appender, written as one piece.
+
+use crate::format::{FrameReader, MAX_RECORD_BYTES, encode_frame};
+
+/// A batch of records, already framed (length, CRC, time, payload), ready to append.
+///
+/// Encoding (and CRC computation) happens on the appender's side, so the writer thread
+/// only writes and fsyncs. All records of a batch carry the batch's append time.
+///
+/// # Examples
+///
+/// ```
+/// use weir_wal::Batch;
+///
+/// let mut batch = Batch::with_time_ms(1_700_000_000_000);
+/// batch.push(b"first").unwrap();
+/// batch.push(b"second").unwrap();
+/// assert_eq!(batch.len(), 2);
+/// assert_eq!(batch.encoded_len(), 2 * 16 + 5 + 6);
+/// let payloads: Vec<Vec<u8>> = batch.payloads().collect();
+/// assert_eq!(payloads, [b"first".to_vec(), b"second".to_vec()]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    buf: Vec<u8>,
+    records: u64,
+    time_ms: u64,
+}
+
+/// A record larger than [`MAX_RECORD_BYTES`](crate::format::MAX_RECORD_BYTES).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "record of {len} bytes exceeds the maximum record size of {MAX_RECORD_BYTES} bytes; split it"
+)]
+pub struct RecordTooLarge {
+    /// The record's length.
+    pub len: usize,
+}
+
+impl Batch {
+    /// An empty batch stamped with the current wall-clock time.
+    pub fn new() -> Self {
+        Batch::with_time_ms(crate::now_ms())
+    }
+
+    /// An empty batch stamped with `time_ms` (ms since the UNIX epoch).
+    pub fn with_time_ms(time_ms: u64) -> Self {
+        Batch {
+            buf: Vec::new(),
+            records: 0,
+            time_ms,
+        }
+    }
+
+    /// Appends a record.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordTooLarge`] if the payload exceeds the maximum record size.
+    pub fn push(&mut self, payload: &[u8]) -> Result<(), RecordTooLarge> {
+        if payload.len() > MAX_RECORD_BYTES as usize {
+            return Err(RecordTooLarge { len: payload.len() });
+        }
+        encode_frame(&mut self.buf, self.time_ms, payload);
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.records
+    }
+
+    /// Whether the batch has no records.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Bytes the batch takes in a segment (frame headers included).
+    pub fn encoded_len(&self) -> u64 {
+        self.buf.len() as u64
+    }
+
+    /// The append time of every record, in ms since the UNIX epoch.
+    pub fn time_ms(&self) -> u64 {
+        self.time_ms
+    }
+
+    /// Empties the batch, keeping its buffer, and restamps it with `time_ms`.
+    pub fn clear(&mut self, time_ms: u64) {
+        self.buf.clear();
+        self.records = 0;
+        self.time_ms = time_ms;
+    }
+
+    /// The payloads, in order (for a batch handed back by a refused append).
+    pub fn payloads(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        let mut reader = FrameReader::new(&self.buf[..], self.buf.len() as u64);
+        std::iter::from_fn(move || match reader.next_frame() {
+            Ok(Some(_)) => Some(reader.payload().to_vec()),
+            _ => None,
+        })
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch::new()
+    }
+}

@@ -1,0 +1,489 @@
+//! [`Reader`]: reads one cursor's records in batches and commits its position.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::core::Locate;
+use crate::error::{CommitError, CursorError, ReadError};
+use crate::format::{FrameError, FrameReader, SEGMENT_HEADER_LEN, encode_cursor};
+use crate::recovery::CURSOR_DIR;
+use crate::segment::{READ_BUFFER, segment_path, sync_dir};
+use crate::shared::Shared;
+
+/// One record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its offset.
+    pub offset: u64,
+    /// Its append time in ms since the UNIX epoch.
+    pub time_ms: u64,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+/// Records the cursor will never see, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Gap {
+    /// Deleted before this cursor read them: `on_full = drop_oldest`, or retention while
+    /// the cursor was not required or was released by `max_lag`.
+    Evicted {
+        /// First lost offset.
+        from: u64,
+        /// First offset after the gap.
+        to: u64,
+        /// `to - from`.
+        records: u64,
+    },
+    /// In a segment quarantined at open.
+    Quarantined {
+        /// First lost offset.
+        from: u64,
+        /// First offset after the gap.
+        to: u64,
+        /// `to - from`.
+        records: u64,
+    },
+    /// Damaged on disk, found while reading a sealed segment.
+    Corrupt {
+        /// First lost offset.
+        from: u64,
+        /// First offset after the gap.
+        to: u64,
+        /// `to - from`.
+        records: u64,
+    },
+}
+
+impl Gap {
+    /// Records lost.
+    pub fn records(&self) -> u64 {
+        match *self {
+            Gap::Evicted { records, .. }
+            | Gap::Quarantined { records, .. }
+            | Gap::Corrupt { records, .. } => records,
+        }
+    }
+}
+
+/// What one read returns: an optional gap, then records in offset order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadBatch {
+    /// Records skipped before `records` (they are gone).
+    pub gap: Option<Gap>,
+    /// The records.
+    pub records: Vec<Record>,
+    next: u64,
+}
+
+impl ReadBatch {
+    /// The offset after the last record (or gap): commit this once the records are stored.
+    pub fn next_offset(&self) -> u64 {
+        self.next
+    }
+
+    /// No records and no gap.
+    pub fn is_empty(&self) -> bool {
+        self.gap.is_none() && self.records.is_empty()
+    }
+}
+
+/// Bounds on one read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// At most this many records.
+    pub max_records: usize,
+    /// At most this many payload bytes, except that one record is always returned.
+    pub max_bytes: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        ReadLimits {
+            max_records: 1024,
+            max_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// An open segment positioned at record `next`.
+struct OpenSegment {
+    first: u64,
+    next: u64,
+    path: PathBuf,
+    frames: FrameReader<BufReader<File>>,
+    consumed: u64,
+}
+
+/// Reads a cursor's records in batches, never past the durable end.
+///
+/// Reading does not move the saved cursor: call [`Reader::commit`] once the sink has
+/// written and synced what it read.
+pub struct Reader {
+    shared: Arc<Shared>,
+    index: usize,
+    name: String,
+    next: u64,
+    open: Option<OpenSegment>,
+    durable: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("cursor", &self.name)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(shared: Arc<Shared>, name: &str) -> Result<Reader, CursorError> {
+        let (index, next) = {
+            let mut core = shared.core();
+            let Some(index) = core.cursors.iter().position(|c| c.name == name) else {
+                return Err(CursorError::Unknown(name.to_owned()));
+            };
+            let c = &mut core.cursors[index];
+            if c.reader_out {
+                return Err(CursorError::InUse(name.to_owned()));
+            }
+            c.reader_out = true;
+            (index, c.committed)
+        };
+        let durable = shared.durable.subscribe();
+        Ok(Reader {
+            shared,
+            index,
+            name: name.to_owned(),
+            next,
+            open: None,
+            durable,
+        })
+    }
+
+    /// The cursor's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The next offset this reader will read.
+    pub fn position(&self) -> u64 {
+        self.next
+    }
+
+    /// The saved (committed) offset.
+    pub fn committed(&self) -> u64 {
+        self.shared.core().cursors[self.index].committed
+    }
+
+    /// Reads the next records, waiting until there is at least one record or a gap.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError`] if a segment cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the position moves only when a batch is returned; a cancelled read is
+    /// read again by the next call.
+    pub async fn read(&mut self, limits: ReadLimits) -> Result<ReadBatch, ReadError> {
+        loop {
+            self.durable.borrow_and_update();
+            let batch = self.try_read(limits).await?;
+            if !batch.is_empty() {
+                return Ok(batch);
+            }
+            if self.durable.changed().await.is_err() {
+                return Ok(batch);
+            }
+        }
+    }
+
+    /// Reads what is durable now; the batch may be empty.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError`] if a segment cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Reader::read`].
+    pub async fn try_read(&mut self, limits: ReadLimits) -> Result<ReadBatch, ReadError> {
+        let shared = Arc::clone(&self.shared);
+        let open = self.open.take();
+        let (index, next) = (self.index, self.next);
+        let (open, result) = tokio::task::spawn_blocking(move || {
+            let mut open = open;
+            let result = read_blocking(&shared, index, next, &mut open, limits);
+            (open, result)
+        })
+        .await
+        .map_err(|_| ReadError::Cancelled)?;
+        let batch = result?;
+        self.open = open;
+        self.next = batch.next;
+        Ok(batch)
+    }
+
+    /// Saves the cursor at `offset` (every record below it is done): writes a temporary
+    /// file, fsyncs it, renames it over the cursor file and fsyncs the directory. Then
+    /// retention may delete segments every required cursor has passed.
+    ///
+    /// # Errors
+    ///
+    /// [`CommitError::AheadOfRead`] past what was read; [`CommitError::Io`] if saving
+    /// failed (the previous position stays saved).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a cancelled commit either saved the new position or left the old
+    /// one; either way no record is lost (at worst, some are delivered again).
+    pub async fn commit(&mut self, offset: u64) -> Result<(), CommitError> {
+        if offset > self.next {
+            return Err(CommitError::AheadOfRead {
+                requested: offset,
+                read: self.next,
+            });
+        }
+        let dir = self.shared.dir.join(CURSOR_DIR);
+        let name = self.name.clone();
+        tokio::task::spawn_blocking(move || save_cursor(&dir, &name, offset))
+            .await
+            .map_err(|_| CommitError::Cancelled)??;
+        {
+            let mut core = self.shared.core();
+            let c = &mut core.cursors[self.index];
+            c.committed = c.committed.max(offset);
+        }
+        self.shared.request_retention();
+        Ok(())
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.shared.core().cursors[self.index].reader_out = false;
+    }
+}
+
+fn save_cursor(dir: &std::path::Path, name: &str, offset: u64) -> Result<(), CommitError> {
+    let path = dir.join(format!("{name}.cursor"));
+    let tmp = dir.join(format!("{name}.cursor.tmp"));
+    let io = |source| CommitError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io)?;
+    file.write_all(&encode_cursor(offset)).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)?;
+    sync_dir(dir).map_err(io)?;
+    Ok(())
+}
+
+/// One read under the limits, starting at `next`.
+fn read_blocking(
+    shared: &Shared,
+    index: usize,
+    mut next: u64,
+    open: &mut Option<OpenSegment>,
+    limits: ReadLimits,
+) -> Result<ReadBatch, ReadError> {
+    let mut batch = ReadBatch::default();
+    let mut bytes = 0u64;
+    'outer: while batch.records.len() < limits.max_records.max(1) {
+        let locate = shared.core().locate(next);
+        let (first, readable) = match locate {
+            Locate::End => break,
+            Locate::Evicted { to } | Locate::Hole { to } => {
+                if !batch.records.is_empty() || batch.gap.is_some() {
+                    break;
+                }
+                let records = to - next;
+                batch.gap = Some(match locate {
+                    Locate::Evicted { .. } => Gap::Evicted {
+                        from: next,
+                        to,
+                        records,
+                    },
+                    _ => Gap::Quarantined {
+                        from: next,
+                        to,
+                        records,
+                    },
+                });
+                note_gap(shared, index, records);
+                next = to;
+                *open = None;
+                continue;
+            }
+            Locate::Segment { first, readable } => (first, readable),
+        };
+        if open
+            .as_ref()
+            .is_none_or(|o| o.first != first || o.next != next)
+        {
+            *open = None;
+            match open_at(shared, first, next) {
+                Ok(Some(o)) => *open = Some(o),
+                Ok(None) => continue, // deleted meanwhile: locate again
+                Err(OpenAtError::Io(path, source)) => return Err(ReadError::Io { path, source }),
+                Err(OpenAtError::Damaged) => {
+                    if corrupt_gap(shared, index, first, &mut next, &mut batch) {
+                        *open = None;
+                        continue;
+                    }
+                    break;
+                }
+            }
+        }
+        let Some(o) = open.as_mut() else { break };
+        // Every readable record was written before `locate` saw it durable, so the file
+        // length now covers them all.
+        refresh_remaining(o);
+        while o.next < first + readable {
+            if batch.records.len() >= limits.max_records.max(1)
+                || (!batch.records.is_empty() && bytes >= limits.max_bytes)
+            {
+                break 'outer;
+            }
+            match o.frames.next_frame() {
+                Ok(Some(meta)) => {
+                    o.consumed += meta.frame_len;
+                    let payload = o.frames.payload().to_vec();
+                    bytes += payload.len() as u64;
+                    batch.records.push(Record {
+                        offset: o.next,
+                        time_ms: meta.time_ms,
+                        payload,
+                    });
+                    o.next += 1;
+                    next = o.next;
+                }
+                Ok(None) | Err(_) => {
+                    *open = None;
+                    if corrupt_gap(shared, index, first, &mut next, &mut batch) {
+                        continue 'outer;
+                    }
+                    break 'outer;
+                }
+            }
+        }
+    }
+    batch.next = next;
+    Ok(batch)
+}
+
+/// Damage at `next` in the segment starting at `first`: if the segment is sealed and no
+/// records are in hand, skip to its end as a [`Gap::Corrupt`]. False: stop reading here.
+fn corrupt_gap(
+    shared: &Shared,
+    index: usize,
+    first: u64,
+    next: &mut u64,
+    batch: &mut ReadBatch,
+) -> bool {
+    if !batch.records.is_empty() || batch.gap.is_some() {
+        return false;
+    }
+    let end = {
+        let core = shared.core();
+        let sealed =
+            core.segments.len() > 1 && core.segments.iter().rev().skip(1).any(|s| s.first == first);
+        if !sealed {
+            tracing::error!(offset = *next, "damaged record in the active WAL segment");
+            return false;
+        }
+        core.segments
+            .iter()
+            .find(|s| s.first == first)
+            .map(|s| s.end())
+    };
+    let Some(to) = end else { return false };
+    let records = to - *next;
+    tracing::error!(from = *next, to, "damaged WAL records skipped");
+    batch.gap = Some(Gap::Corrupt {
+        from: *next,
+        to,
+        records,
+    });
+    note_gap(shared, index, records);
+    *next = to;
+    true
+}
+
+fn note_gap(shared: &Shared, index: usize, records: u64) {
+    let mut core = shared.core();
+    let c = &mut core.cursors[index];
+    c.gaps += 1;
+    c.gap_records += records;
+}
+
+fn refresh_remaining(o: &mut OpenSegment) {
+    if let Ok(meta) = std::fs::metadata(&o.path) {
+        let body = meta.len().saturating_sub(SEGMENT_HEADER_LEN);
+        o.frames.set_remaining(body.saturating_sub(o.consumed));
+    }
+}
+
+enum OpenAtError {
+    Io(PathBuf, std::io::Error),
+    Damaged,
+}
+
+/// Opens the segment starting at `first`, positioned at record `next`.
+fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>, OpenAtError> {
+    let path = segment_path(&shared.dir, first);
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(OpenAtError::Io(path, e)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| OpenAtError::Io(path.clone(), e))?
+        .len();
+    file.seek(SeekFrom::Start(SEGMENT_HEADER_LEN))
+        .map_err(|e| OpenAtError::Io(path.clone(), e))?;
+    let frames = FrameReader::new(
+        BufReader::with_capacity(READ_BUFFER, file),
+        len.saturating_sub(SEGMENT_HEADER_LEN),
+    );
+    let mut o = OpenSegment {
+        first,
+        next: first,
+        path,
+        frames,
+        consumed: 0,
+    };
+    while o.next < next {
+        match o.frames.next_frame() {
+            Ok(Some(meta)) => {
+                o.consumed += meta.frame_len;
+                o.next += 1;
+            }
+            Ok(None)
+            | Err(
+                FrameError::Torn { .. }
+                | FrameError::Crc { .. }
+                | FrameError::TooLong { .. }
+                | FrameError::Zeroed,
+            ) => {
+                return Err(OpenAtError::Damaged);
+            }
+            Err(FrameError::Io(e)) => return Err(OpenAtError::Io(o.path, e)),
+        }
+    }
+    Ok(Some(o))
+}

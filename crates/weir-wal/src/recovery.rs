@@ -1,0 +1,444 @@
+//! Opening a WAL directory: lock, list, check, truncate a torn tail, quarantine damaged
+//! segments, load cursors.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use crate::config::{RecoveryScan, StartFrom, WalConfig};
+use crate::core::{Core, CursorState, Hole, SegMeta};
+use crate::error::OpenError;
+use crate::format::{HeaderError, SEGMENT_HEADER_LEN, decode_cursor, parse_segment_file_name};
+use crate::segment::{
+    create_segment, quarantine, read_header, scan_segment, segment_path, sync_dir,
+};
+use crate::time_index::TimeIndex;
+
+/// What recovery found and did when the WAL was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct OpenReport {
+    /// Segments after recovery.
+    pub segments: usize,
+    /// The first retained offset.
+    pub start: u64,
+    /// The durable end: the next offset to be appended.
+    pub durable_end: u64,
+    /// Bytes cut from the tail of the last segment (torn or corrupt frames).
+    pub truncated_bytes: u64,
+    /// Complete frames among the bytes cut (a torn frame is not counted).
+    pub truncated_records: u64,
+    /// Segments quarantined, with the offset ranges lost.
+    pub quarantined: Vec<QuarantinedSegment>,
+    /// Segment files removed because their header was never completely written (a crash
+    /// while rotating); they held no record.
+    pub removed_unfinished_segments: usize,
+    /// Cursors whose saved file was unreadable: restarted from the earliest record.
+    pub cursors_reset: Vec<String>,
+    /// Cursors saved past the durable end (the tail they pointed into was lost): moved
+    /// back to the end.
+    pub cursors_clamped: Vec<String>,
+}
+
+/// A segment moved to `<dir>/quarantine/`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QuarantinedSegment {
+    /// Where it now is.
+    pub path: PathBuf,
+    /// First offset of the lost range.
+    pub from: u64,
+    /// End (exclusive) of the lost range.
+    pub to: u64,
+    /// Why.
+    pub reason: String,
+}
+
+impl fmt::Display for OpenReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} segments, offsets {}..{}",
+            self.segments, self.start, self.durable_end
+        )?;
+        if self.truncated_bytes > 0 {
+            write!(
+                f,
+                "; tail truncated by {} bytes ({} records)",
+                self.truncated_bytes, self.truncated_records
+            )?;
+        }
+        for q in &self.quarantined {
+            write!(
+                f,
+                "; quarantined {} (offsets {}..{}: {})",
+                q.path.display(),
+                q.from,
+                q.to,
+                q.reason
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The directory opened and checked, ready for the writer.
+pub(crate) struct Opened {
+    pub core: Core,
+    pub active: File,
+    pub lock: File,
+}
+
+const LOCK_FILE: &str = "LOCK";
+pub(crate) const CURSOR_DIR: &str = "cursors";
+
+pub(crate) fn lock_dir(dir: &Path) -> Result<File, OpenError> {
+    let path = dir.join(LOCK_FILE);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| OpenError::io("creating lock file", &path, e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked { path }),
+        Err(fs::TryLockError::Error(e)) => Err(OpenError::io("locking", &path, e)),
+    }
+}
+
+/// First offsets of the segment files in `dir`, sorted.
+pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>, OpenError> {
+    let mut firsts = Vec::new();
+    if !dir.exists() {
+        return Ok(firsts);
+    }
+    let entries = fs::read_dir(dir).map_err(|e| OpenError::io("listing", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| OpenError::io("listing", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let base = match name.find(".seg") {
+            Some(i) => &name[..i + 4],
+            None => continue,
+        };
+        if let Some(first) = parse_segment_file_name(base) {
+            firsts.push(first);
+        }
+    }
+    firsts.sort_unstable();
+    firsts.dedup();
+    Ok(firsts)
+}
+
+pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenReport), OpenError> {
+    let dir = &config.dir;
+    fs::create_dir_all(dir.join(CURSOR_DIR)).map_err(|e| OpenError::io("creating", dir, e))?;
+    let lock = lock_dir(dir)?;
+    let mut report = OpenReport::default();
+    let mut firsts = list_segments(dir)?;
+    let mut holes: Vec<Hole> = Vec::new();
+    let quarantined_firsts = list_segments(&dir.join("quarantine"))?;
+
+    // The tail: scan the last segment; drop or quarantine it while it is unusable.
+    let mut tail: Option<(u64, crate::segment::Scan)> = None;
+    while let Some(&last) = firsts.last() {
+        let path = segment_path(dir, last);
+        let scan = scan_segment(&path).map_err(|e| OpenError::io("scanning", &path, e))?;
+        match &scan.header {
+            Err(source @ HeaderError::Version { .. }) => {
+                return Err(OpenError::UnsupportedVersion {
+                    path,
+                    source: *source,
+                });
+            }
+            Ok(h) if h.first_offset == last => {
+                tail = Some((last, scan));
+                break;
+            }
+            header => {
+                let reason = match header {
+                    Ok(h) => format!(
+                        "header says first offset {}, name says {last}",
+                        h.first_offset
+                    ),
+                    Err(e) => e.to_string(),
+                };
+                if scan.file_len <= SEGMENT_HEADER_LEN || unfinished_header(&path) {
+                    fs::remove_file(&path).map_err(|e| OpenError::io("removing", &path, e))?;
+                    sync_dir(dir).map_err(|e| OpenError::io("syncing", dir, e))?;
+                    report.removed_unfinished_segments += 1;
+                } else {
+                    let count = count_frames_after_header(&path);
+                    let q = quarantine(dir, &path)
+                        .map_err(|e| OpenError::io("quarantining", &path, e))?;
+                    holes.push(Hole {
+                        from: last,
+                        to: last + count,
+                    });
+                    report.quarantined.push(QuarantinedSegment {
+                        path: q,
+                        from: last,
+                        to: last + count,
+                        reason,
+                    });
+                }
+                firsts.pop();
+            }
+        }
+    }
+
+    // The tail's end bounds everything; a fresh directory starts at the end of what the
+    // quarantine holds, or 0.
+    let mut segments = VecDeque::new();
+    let mut disk_bytes = 0;
+    let tail_end = tail.as_ref().map(|(first, scan)| first + scan.records);
+    let mut boundaries: Vec<u64> = firsts.iter().chain(&quarantined_firsts).copied().collect();
+    boundaries.extend(holes.iter().map(|h| h.from));
+    boundaries.sort_unstable();
+    boundaries.dedup();
+
+    // Sealed segments: check headers (or everything with RecoveryScan::Full).
+    let sealed = firsts.len().saturating_sub(1);
+    for (i, &first) in firsts.iter().take(sealed).enumerate() {
+        let path = segment_path(dir, first);
+        let next = boundaries
+            .iter()
+            .copied()
+            .find(|&b| b > first)
+            .or(tail_end)
+            .unwrap_or(first);
+        let _ = i;
+        let problem = check_sealed(&path, first, config.recovery)?;
+        match problem {
+            None => {
+                let len = fs::metadata(&path)
+                    .map_err(|e| OpenError::io("reading metadata of", &path, e))?
+                    .len();
+                let created = created_ms(&path).unwrap_or(0);
+                disk_bytes += len;
+                segments.push_back(SegMeta {
+                    first,
+                    count: next - first,
+                    bytes: len,
+                    created_ms: created,
+                    times: TimeIndex::new(false),
+                });
+            }
+            Some(reason) => {
+                let q =
+                    quarantine(dir, &path).map_err(|e| OpenError::io("quarantining", &path, e))?;
+                holes.push(Hole {
+                    from: first,
+                    to: next,
+                });
+                report.quarantined.push(QuarantinedSegment {
+                    path: q,
+                    from: first,
+                    to: next,
+                    reason,
+                });
+            }
+        }
+    }
+
+    // The active segment: truncate its tail, or create one.
+    let active = match tail {
+        Some((first, scan)) => {
+            let path = segment_path(dir, first);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| OpenError::io("opening", &path, e))?;
+            if scan.good_len < scan.file_len {
+                report.truncated_bytes = scan.file_len - scan.good_len;
+                report.truncated_records = scan.cut_records;
+                tracing::warn!(
+                    segment = %path.display(),
+                    bytes = report.truncated_bytes,
+                    records = report.truncated_records,
+                    problem = ?scan.problem,
+                    "truncating a torn or corrupt WAL tail"
+                );
+                file.set_len(scan.good_len)
+                    .map_err(|e| OpenError::io("truncating", &path, e))?;
+            }
+            // The writer appends from the end of the good records.
+            use std::io::Seek;
+            (&file)
+                .seek(std::io::SeekFrom::Start(scan.good_len))
+                .map_err(|e| OpenError::io("seeking in", &path, e))?;
+            // Whatever survived the crash in the page cache becomes durable now.
+            file.sync_all()
+                .map_err(|e| OpenError::io("syncing", &path, e))?;
+            disk_bytes += scan.good_len;
+            let created = scan.header.as_ref().map_or(0, |h| h.created_ms);
+            segments.push_back(SegMeta {
+                first,
+                count: scan.records,
+                bytes: scan.good_len,
+                created_ms: created,
+                times: scan.times,
+            });
+            file
+        }
+        None => {
+            let first = holes.iter().map(|h| h.to).max().unwrap_or(0);
+            let file = create_segment(dir, first, now_ms)
+                .map_err(|e| OpenError::io("creating segment in", dir, e))?;
+            disk_bytes += SEGMENT_HEADER_LEN;
+            segments.push_back(SegMeta::new(first, now_ms));
+            file
+        }
+    };
+    // A quarantined tail left offsets beyond the active segment's end: new records must
+    // not reuse them, so the log continues in a fresh segment after the hole.
+    let mut active = active;
+    let hole_end = holes.iter().map(|h| h.to).max().unwrap_or(0);
+    if segments.back().is_some_and(|s| s.end() < hole_end) {
+        active = create_segment(dir, hole_end, now_ms)
+            .map_err(|e| OpenError::io("creating segment in", dir, e))?;
+        disk_bytes += SEGMENT_HEADER_LEN;
+        segments.push_back(SegMeta::new(hole_end, now_ms));
+    }
+    holes.sort_by_key(|h| h.from);
+    let durable_end = segments.back().map_or(0, SegMeta::end);
+    let start = segments.front().map_or(durable_end, |s| s.first);
+
+    let mut cursors = Vec::with_capacity(config.cursors.len());
+    for (name, cfg) in &config.cursors {
+        let path = dir.join(CURSOR_DIR).join(format!("{name}.cursor"));
+        let default = match cfg.start_from {
+            StartFrom::Earliest => start,
+            StartFrom::Latest => durable_end,
+        };
+        let committed = match fs::read(&path) {
+            Ok(bytes) => match decode_cursor(&bytes) {
+                Some(offset) if offset > durable_end => {
+                    report.cursors_clamped.push(name.clone());
+                    durable_end
+                }
+                Some(offset) => offset,
+                None => {
+                    report.cursors_reset.push(name.clone());
+                    start
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => default,
+            Err(e) => return Err(OpenError::io("reading cursor", &path, e)),
+        };
+        cursors.push(CursorState {
+            name: name.clone(),
+            config: *cfg,
+            committed,
+            released: false,
+            releases: 0,
+            gaps: 0,
+            gap_records: 0,
+            reader_out: false,
+        });
+    }
+
+    report.segments = segments.len();
+    report.start = start;
+    report.durable_end = durable_end;
+    let core = Core {
+        segments,
+        holes,
+        durable_end,
+        disk_bytes,
+        max_disk: config.max_disk,
+        segment_bytes: config.segment_bytes,
+        on_full: config.on_full,
+        cursors,
+        retained_segments_deleted: 0,
+        evicted_segments: 0,
+        evicted_records: 0,
+    };
+    Ok((Opened { core, active, lock }, report))
+}
+
+/// A sealed segment's problem, if any.
+fn check_sealed(path: &Path, first: u64, scan: RecoveryScan) -> Result<Option<String>, OpenError> {
+    if scan == RecoveryScan::Full {
+        let s = scan_segment(path).map_err(|e| OpenError::io("scanning", path, e))?;
+        return match s.header {
+            Err(source @ HeaderError::Version { .. }) => Err(OpenError::UnsupportedVersion {
+                path: path.to_owned(),
+                source,
+            }),
+            Err(e) => Ok(Some(e.to_string())),
+            Ok(h) if h.first_offset != first => Ok(Some(format!(
+                "header says first offset {}, name says {first}",
+                h.first_offset
+            ))),
+            Ok(_) => Ok(s
+                .problem
+                .map(|p| format!("record {}: {p}", first + s.records))),
+        };
+    }
+    let mut file = File::open(path).map_err(|e| OpenError::io("opening", path, e))?;
+    match read_header(&mut file).map_err(|e| OpenError::io("reading", path, e))? {
+        Err(source @ HeaderError::Version { .. }) => Err(OpenError::UnsupportedVersion {
+            path: path.to_owned(),
+            source,
+        }),
+        Err(e) => Ok(Some(e.to_string())),
+        Ok(h) if h.first_offset != first => Ok(Some(format!(
+            "header says first offset {}, name says {first}",
+            h.first_offset
+        ))),
+        Ok(_) => Ok(None),
+    }
+}
+
+fn created_ms(path: &Path) -> Option<u64> {
+    let mut file = File::open(path).ok()?;
+    read_header(&mut file).ok()?.ok().map(|h| h.created_ms)
+}
+
+/// A header that is all zeros: the file was created but its header never reached disk.
+fn unfinished_header(path: &Path) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut buf = Vec::new();
+    use std::io::Read;
+    if file
+        .by_ref()
+        .take(SEGMENT_HEADER_LEN)
+        .read_to_end(&mut buf)
+        .is_err()
+    {
+        return false;
+    }
+    buf.iter().all(|&b| b == 0)
+        && file
+            .metadata()
+            .map(|m| m.len() <= SEGMENT_HEADER_LEN * 2)
+            .unwrap_or(false)
+}
+
+/// Valid frames after a damaged header, to size the range a quarantined tail held.
+fn count_frames_after_header(path: &Path) -> u64 {
+    use std::io::{BufReader, Seek, SeekFrom};
+    let Ok(mut file) = File::open(path) else {
+        return 0;
+    };
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return 0;
+    };
+    if file.seek(SeekFrom::Start(SEGMENT_HEADER_LEN)).is_err() {
+        return 0;
+    }
+    let mut reader = crate::format::FrameReader::new(
+        BufReader::new(file),
+        len.saturating_sub(SEGMENT_HEADER_LEN),
+    );
+    let mut n = 0;
+    while let Ok(Some(_)) = reader.next_frame() {
+        n += 1;
+    }
+    n
+}

@@ -1,0 +1,139 @@
+//! Segment files: create, scan, sync; directory fsync.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::format::{
+    FrameError, FrameReader, HeaderError, SEGMENT_HEADER_LEN, SegmentHeader, segment_file_name,
+};
+use crate::time_index::TimeIndex;
+
+/// Buffer size for sequential segment reads.
+pub(crate) const READ_BUFFER: usize = 256 * 1024;
+
+pub(crate) fn segment_path(dir: &Path, first: u64) -> PathBuf {
+    dir.join(segment_file_name(first))
+}
+
+/// Fsyncs a directory so that creates, renames and deletes in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Creates a segment: header written and fsynced, then the directory fsynced.
+pub(crate) fn create_segment(dir: &Path, first: u64, created_ms: u64) -> io::Result<File> {
+    use std::io::Write;
+    let path = segment_path(dir, first);
+    let mut file = OpenOptions::new()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let header = SegmentHeader {
+        first_offset: first,
+        created_ms,
+    };
+    file.write_all(&header.encode())?;
+    file.sync_data()?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+/// Reads a segment header from the start of `file`.
+pub(crate) fn read_header(file: &mut File) -> io::Result<Result<SegmentHeader, HeaderError>> {
+    let mut buf = Vec::with_capacity(SEGMENT_HEADER_LEN as usize);
+    file.by_ref()
+        .take(SEGMENT_HEADER_LEN)
+        .read_to_end(&mut buf)?;
+    Ok(SegmentHeader::decode(&buf))
+}
+
+/// The outcome of scanning a whole segment.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    pub header: Result<SegmentHeader, HeaderError>,
+    pub file_len: u64,
+    /// Complete, CRC-valid records before the first bad byte.
+    pub records: u64,
+    /// Length up to the end of the last good record (header included).
+    pub good_len: u64,
+    /// The first problem, if the segment does not end cleanly.
+    pub problem: Option<FrameError>,
+    /// Frames after the good prefix that were complete (CRC-valid or not) before the bytes
+    /// stopped delimiting frames: what cutting at `good_len` loses.
+    pub cut_records: u64,
+    pub times: TimeIndex,
+    pub last_time_ms: Option<u64>,
+}
+
+/// Reads and checks every frame of a segment, without changing it.
+pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
+    let mut file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let header = read_header(&mut file)?;
+    let mut scan = Scan {
+        header,
+        file_len,
+        records: 0,
+        good_len: file_len.min(SEGMENT_HEADER_LEN),
+        problem: None,
+        cut_records: 0,
+        times: TimeIndex::new(true),
+        last_time_ms: None,
+    };
+    if scan.header.is_err() || file_len < SEGMENT_HEADER_LEN {
+        return Ok(scan);
+    }
+    let first = scan.header.as_ref().map_or(0, |h| h.first_offset);
+    let body = BufReader::with_capacity(READ_BUFFER, file);
+    let mut reader = FrameReader::new(body, file_len - SEGMENT_HEADER_LEN);
+    loop {
+        match reader.next_frame() {
+            Ok(None) => break,
+            Ok(Some(meta)) => {
+                if scan.problem.is_some() {
+                    scan.cut_records += 1;
+                    continue;
+                }
+                if scan.last_time_ms != Some(meta.time_ms) {
+                    scan.times.push(first + scan.records, meta.time_ms);
+                    scan.last_time_ms = Some(meta.time_ms);
+                }
+                scan.records += 1;
+                scan.good_len += meta.frame_len;
+            }
+            Err(FrameError::Io(e)) => return Err(e),
+            Err(err) => {
+                let delimited = matches!(err, FrameError::Crc { .. });
+                if delimited {
+                    scan.cut_records += 1;
+                }
+                if scan.problem.is_none() {
+                    scan.problem = Some(err);
+                }
+                if !delimited {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// Moves a damaged segment into `<dir>/quarantine/`; returns its new path.
+pub(crate) fn quarantine(dir: &Path, path: &Path) -> io::Result<PathBuf> {
+    let qdir = dir.join("quarantine");
+    fs::create_dir_all(&qdir)?;
+    let name = path.file_name().map(PathBuf::from).unwrap_or_default();
+    let mut target = qdir.join(&name);
+    let mut n = 1;
+    while target.exists() {
+        target = qdir.join(format!("{}.{n}", name.display()));
+        n += 1;
+    }
+    fs::rename(path, &target)?;
+    sync_dir(&qdir)?;
+    sync_dir(dir)?;
+    Ok(target)
+}

@@ -1,0 +1,83 @@
+//! State shared by the `Wal` handles, the writer thread and the readers.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+use hdrhistogram::Histogram;
+use tokio::sync::{oneshot, watch};
+
+use crate::batch::Batch;
+use crate::config::SyncMode;
+use crate::core::Core;
+use crate::error::AppendError;
+use crate::sem_shim::Permit;
+
+/// One append handed to the writer.
+pub(crate) struct Job {
+    pub batch: Batch,
+    /// Holds `max_pending_bytes` room until the job is answered.
+    pub _permit: Permit,
+    pub reply: oneshot::Sender<Result<Range<u64>, AppendError>>,
+}
+
+/// Work for the writer thread. Its length is bounded by the pending-bytes semaphore:
+/// every job holds a permit of at least one frame's bytes.
+#[derive(Default)]
+pub(crate) struct Inbox {
+    pub jobs: VecDeque<Job>,
+    pub retention: bool,
+    pub shutdown: bool,
+}
+
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub sync: SyncMode,
+    pub core: Mutex<Core>,
+    pub inbox: Mutex<Inbox>,
+    pub wake: Condvar,
+    pub durable: watch::Sender<u64>,
+    pub poisoned: AtomicBool,
+    pub poison_cause: Mutex<Option<String>>,
+    pub disk_bytes: AtomicU64,
+    pub fsyncs: AtomicU64,
+    pub fsync_us: Mutex<Histogram<u64>>,
+    pub appended_records: AtomicU64,
+    pub appended_bytes: AtomicU64,
+}
+
+/// Locks a mutex, ignoring poisoning (a panic elsewhere must not take the log down).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    pub fn core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    pub fn poison(&self, cause: String) {
+        let mut slot = lock(&self.poison_cause);
+        if slot.is_none() {
+            tracing::error!(%cause, dir = %self.dir.display(), "WAL poisoned: no more writes");
+            *slot = Some(cause);
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    pub fn poison_error(&self) -> Option<AppendError> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        let cause = lock(&self.poison_cause).clone().unwrap_or_default();
+        Some(AppendError::Poisoned { cause })
+    }
+
+    /// Asks the writer to run retention (after a cursor commit).
+    pub fn request_retention(&self) {
+        lock(&self.inbox).retention = true;
+        self.wake.notify_one();
+    }
+}

@@ -1,0 +1,246 @@
+//! [`Wal`]: the async handle: open, append, readers, stats, close.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use hdrhistogram::Histogram;
+use tokio::sync::{oneshot, watch};
+
+use crate::batch::Batch;
+use crate::config::WalConfig;
+use crate::error::{AppendError, CursorError, OpenError};
+use crate::reader::Reader;
+use crate::recovery::{OpenReport, open_dir};
+use crate::sem_shim::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
+use crate::shared::{Inbox, Job, Shared, lock};
+use crate::stats::WalStats;
+use crate::writer::Writer;
+
+/// A durable, segmented write-ahead log. Cheap to clone; every clone appends to the same
+/// log. The writer thread stops when the last clone is dropped (or [`Wal::close`]).
+///
+/// # Examples
+///
+/// ```
+/// use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let config = WalConfig::builder(dir.path())
+///     .max_disk(64 << 20)
+///     .on_full(OnFull::Block)
+///     .segment_bytes(1 << 20)
+///     .cursor("lake", CursorConfig::default())
+///     .build()?;
+/// let (wal, report) = Wal::open(config)?;
+/// assert_eq!(report.durable_end, 0);
+///
+/// let mut batch = Batch::new();
+/// batch.push(b"hello")?;
+/// batch.push(b"world")?;
+/// let offsets = wal.append(batch).await?; // returns after the fsync
+/// assert_eq!(offsets, 0..2);
+///
+/// let mut reader = wal.reader("lake")?;
+/// let read = reader.read(ReadLimits::default()).await?;
+/// assert_eq!(read.records[1].payload, b"world");
+/// reader.commit(read.next_offset()).await?; // after the sink has stored them
+/// wal.close().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Wal {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Arc<Shared>,
+    pending: Semaphore,
+    max_batch_bytes: u64,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    _lock: std::fs::File,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wal {
+    /// Opens (or creates) the WAL: takes the directory lock, recovers the tail,
+    /// quarantines damaged segments, loads the cursors, starts the writer thread.
+    ///
+    /// This does blocking file I/O; from async code call it in `spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] if the directory is locked by another process, a segment has an
+    /// unknown format version, or the filesystem fails.
+    pub fn open(config: WalConfig) -> Result<(Wal, OpenReport), OpenError> {
+        let (opened, report) = open_dir(&config, crate::now_ms())?;
+        let (durable, _) = watch::channel(opened.core.durable_end);
+        let disk = opened.core.disk_bytes;
+        let shared = Arc::new(Shared {
+            dir: config.dir.clone(),
+            sync: config.sync,
+            core: Mutex::new(opened.core),
+            inbox: Mutex::new(Inbox::default()),
+            wake: Condvar::new(),
+            durable,
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
+            disk_bytes: AtomicU64::new(disk),
+            fsyncs: AtomicU64::new(0),
+            fsync_us: Mutex::new(
+                Histogram::new_with_bounds(1, 60_000_000, 2)
+                    .unwrap_or_else(|_| Histogram::new(2).unwrap_or_else(|_| unreachable!())),
+            ),
+            appended_records: AtomicU64::new(0),
+            appended_bytes: AtomicU64::new(0),
+        });
+        let writer = Writer::new(Arc::clone(&shared), opened.active);
+        let handle = std::thread::Builder::new()
+            .name("weir-wal-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| OpenError::io("starting the writer thread for", &config.dir, e))?;
+        let pending = Semaphore::new(SemaphoreConfig {
+            total: config.max_pending_bytes,
+            max_waiters: config.max_pending_waiters,
+            oversize: Oversize::Reject,
+        });
+        let wal = Wal {
+            inner: Arc::new(Inner {
+                shared,
+                pending,
+                max_batch_bytes: config.max_batch_bytes(),
+                writer: Mutex::new(Some(handle)),
+                _lock: opened.lock,
+            }),
+        };
+        Ok((wal, report))
+    }
+
+    /// Appends a batch; returns its offsets once it is durable (with
+    /// [`SyncMode::Always`](crate::SyncMode::Always): after the fsync that covers it).
+    ///
+    /// Appenders first wait, in FIFO order, for room in `max_pending_bytes`; then the
+    /// writer applies the disk budget: with `on_full = block` the append waits for
+    /// retention, with `reject` it fails with [`AppendError::Full`], with `drop_oldest`
+    /// the oldest segments are evicted.
+    ///
+    /// # Errors
+    ///
+    /// [`AppendError`]; every refusal hands the batch back except
+    /// [`AppendError::Poisoned`] (the log is unusable).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling while waiting for pending room gives up the place in line and drops the
+    /// batch: nothing is written. Cancelling after the batch was handed to the writer
+    /// does not withdraw it: it may still become durable, but it was not acknowledged,
+    /// so the caller must treat it as not stored (a retry may duplicate it).
+    pub async fn append(&self, batch: Batch) -> Result<Range<u64>, AppendError> {
+        let shared = &self.inner.shared;
+        if let Some(err) = shared.poison_error() {
+            return Err(err);
+        }
+        if batch.is_empty() {
+            let end = shared.core().written_end();
+            return Ok(end..end);
+        }
+        let len = batch.encoded_len();
+        if len > self.inner.max_batch_bytes {
+            return Err(AppendError::TooLarge {
+                batch,
+                len,
+                max: self.inner.max_batch_bytes,
+            });
+        }
+        let permit = match self.inner.pending.acquire(len).await {
+            Ok(p) => p,
+            Err(AcquireError::Closed) => return Err(AppendError::Closed(batch)),
+            Err(_) => return Err(AppendError::Busy(batch)),
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inbox = lock(&shared.inbox);
+            if inbox.shutdown {
+                return Err(AppendError::Closed(batch));
+            }
+            inbox.jobs.push_back(Job {
+                batch,
+                _permit: permit,
+                reply: tx,
+            });
+        }
+        shared.wake.notify_one();
+        match rx.await {
+            Ok(result) => result,
+            Err(_) => Err(shared.poison_error().unwrap_or(AppendError::Poisoned {
+                cause: "the writer thread stopped".into(),
+            })),
+        }
+    }
+
+    /// A reader for the named cursor (one at a time per cursor).
+    ///
+    /// # Errors
+    ///
+    /// [`CursorError`] if the cursor was not declared or already has a reader.
+    pub fn reader(&self, cursor: &str) -> Result<Reader, CursorError> {
+        Reader::new(Arc::clone(&self.inner.shared), cursor)
+    }
+
+    /// A snapshot of the WAL's figures.
+    pub fn stats(&self) -> WalStats {
+        WalStats::collect(&self.inner.shared, crate::now_ms())
+    }
+
+    /// Whether a failed write or fsync has poisoned the log.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.shared.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The durable end: every offset below it is on disk.
+    pub fn durable_end(&self) -> u64 {
+        *self.inner.shared.durable.borrow()
+    }
+
+    /// Stops the writer after it has written, fsynced and answered every batch already
+    /// handed to it (appends still waiting for pending room fail with `Closed`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the writer stops either way; this future only waits for it.
+    pub async fn close(self) {
+        self.inner.shutdown();
+        let handle = lock(&self.inner.writer).take();
+        if let Some(handle) = handle {
+            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        lock(&self.shared.inbox).shutdown = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+        if let Some(handle) = lock(&self.writer).take() {
+            let _ = handle.join();
+        }
+    }
+}

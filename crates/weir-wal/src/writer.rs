@@ -1,0 +1,333 @@
+//! The writer thread: group commit, rotation, retention, eviction, poisoning.
+//!
+//! It is the only code that writes or deletes segment files. Appenders hand it
+//! [`Job`]s; it takes every queued job at once, writes them in order, fsyncs once and
+//! answers them all (group commit).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::config::SyncMode;
+use crate::core::Plan;
+use crate::error::AppendError;
+use crate::segment::{create_segment, segment_path, sync_dir};
+use crate::shared::{Job, Shared, lock};
+
+/// How often a writer blocked on the budget re-checks `max_lag` by age.
+const BLOCKED_RECHECK: Duration = Duration::from_millis(200);
+
+pub(crate) struct Writer {
+    shared: Arc<Shared>,
+    file: File,
+    /// Jobs taken from the inbox, in order; the head may be waiting for room.
+    pending: VecDeque<Job>,
+    blocked: bool,
+    /// Written, not yet answered (sync always) or not yet fsynced (sync interval).
+    written: Vec<(Job, Range<u64>)>,
+    unsynced_since: Option<Instant>,
+}
+
+impl Writer {
+    pub fn new(shared: Arc<Shared>, file: File) -> Self {
+        Writer {
+            shared,
+            file,
+            pending: VecDeque::new(),
+            blocked: false,
+            written: Vec::new(),
+            unsynced_since: None,
+        }
+    }
+
+    pub fn run(mut self) {
+        loop {
+            let (retention, shutdown) = self.gather();
+            if retention && !self.is_poisoned() {
+                let n = self.shared.core().eager_retention();
+                if n > 0 {
+                    self.delete_front(n, false);
+                }
+            }
+            self.process();
+            let interval_due = match (self.shared.sync, self.unsynced_since) {
+                (SyncMode::Interval(d), Some(since)) => since.elapsed() >= d,
+                _ => false,
+            };
+            if self.shared.sync == SyncMode::Always || interval_due || shutdown {
+                self.sync_and_answer();
+            }
+            if shutdown {
+                self.fail_pending(AppendError::Closed);
+                return;
+            }
+        }
+    }
+
+    fn is_poisoned(&self) -> bool {
+        self.shared.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Waits for work; moves the inbox's jobs behind the pending ones.
+    fn gather(&mut self) -> (bool, bool) {
+        let shared = Arc::clone(&self.shared);
+        let mut inbox = lock(&shared.inbox);
+        loop {
+            let work = !inbox.jobs.is_empty() && !self.blocked;
+            if work || inbox.retention || inbox.shutdown {
+                break;
+            }
+            let timeout = match (shared.sync, self.unsynced_since) {
+                (SyncMode::Interval(d), Some(since)) => Some(d.saturating_sub(since.elapsed())),
+                _ if self.blocked => Some(BLOCKED_RECHECK),
+                _ => None,
+            };
+            match timeout {
+                Some(t) if t.is_zero() => break,
+                Some(t) => {
+                    let (guard, res) = shared
+                        .wake
+                        .wait_timeout(inbox, t)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    inbox = guard;
+                    if res.timed_out() {
+                        break;
+                    }
+                }
+                None => {
+                    inbox = shared
+                        .wake
+                        .wait(inbox)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+        }
+        self.pending.extend(inbox.jobs.drain(..));
+        let retention = std::mem::take(&mut inbox.retention);
+        (retention || self.blocked, inbox.shutdown)
+    }
+
+    /// Writes pending jobs in order until one must wait for room.
+    fn process(&mut self) {
+        self.blocked = false;
+        {
+            let mut core = self.shared.core();
+            core.update_releases(crate::now_ms());
+        }
+        while let Some(job) = self.pending.pop_front() {
+            if let Some(err) = self.shared.poison_error() {
+                let _ = job.reply.send(Err(err));
+                continue;
+            }
+            let len = job.batch.encoded_len();
+            loop {
+                let plan = self.shared.core().plan_append(len);
+                match plan {
+                    Plan::Write { rotate } => {
+                        if rotate && !self.rotate() {
+                            break;
+                        }
+                        self.write(job);
+                        break;
+                    }
+                    Plan::Retain { segments } => {
+                        if !self.delete_front(segments, false) {
+                            break;
+                        }
+                    }
+                    Plan::Evict { segments } => {
+                        if !self.delete_front(segments, true) {
+                            break;
+                        }
+                    }
+                    Plan::Reject { needed } => {
+                        let (used, max_disk) = {
+                            let core = self.shared.core();
+                            (core.disk_bytes, core.max_disk)
+                        };
+                        let _ = job.reply.send(Err(AppendError::Full {
+                            batch: job.batch,
+                            used,
+                            max_disk,
+                            needed,
+                        }));
+                        break;
+                    }
+                    Plan::Wait => {
+                        self.pending.push_front(job);
+                        self.blocked = true;
+                        // Answer what was written before waiting.
+                        self.sync_and_answer();
+                        return;
+                    }
+                }
+            }
+            if self.is_poisoned() {
+                // The job that failed was answered by the poisoning path; keep going to
+                // answer the rest.
+                continue;
+            }
+        }
+    }
+
+    fn write(&mut self, job: Job) {
+        if let Err(e) = self.file.write_all(job.batch.bytes()) {
+            self.fail(format!("writing a batch: {e}"), Some(job));
+            return;
+        }
+        let records = job.batch.len();
+        let range = {
+            let mut core = self.shared.core();
+            let first = core.record_write(records, job.batch.encoded_len(), job.batch.time_ms());
+            self.shared
+                .disk_bytes
+                .store(core.disk_bytes, Ordering::Relaxed);
+            first..first + records
+        };
+        self.shared
+            .appended_records
+            .fetch_add(records, Ordering::Relaxed);
+        self.shared
+            .appended_bytes
+            .fetch_add(job.batch.encoded_len(), Ordering::Relaxed);
+        if let SyncMode::Interval(_) = self.shared.sync {
+            // Weaker mode: answered once written; durable for readers after the fsync.
+            self.unsynced_since.get_or_insert_with(Instant::now);
+            let Job {
+                reply,
+                batch,
+                _permit,
+            } = job;
+            let _ = reply.send(Ok(range.clone()));
+            drop(batch);
+            drop(_permit);
+            return;
+        }
+        self.written.push((job, range));
+    }
+
+    /// Fsyncs the active segment, publishes the durable end, answers written jobs.
+    fn sync_and_answer(&mut self) {
+        if self.is_poisoned() {
+            return;
+        }
+        let end = self.shared.core().written_end();
+        if end == *self.shared.durable.borrow() && self.written.is_empty() {
+            self.unsynced_since = None;
+            return;
+        }
+        if let Err(e) = self.fsync() {
+            self.fail(format!("fsync of the active segment: {e}"), None);
+            return;
+        }
+        self.unsynced_since = None;
+        self.shared.core().durable_end = end;
+        self.shared.durable.send_replace(end);
+        for (job, range) in self.written.drain(..) {
+            let _ = job.reply.send(Ok(range));
+        }
+    }
+
+    fn fsync(&mut self) -> std::io::Result<()> {
+        let started = Instant::now();
+        self.file.sync_data()?;
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let _ = lock(&self.shared.fsync_us).record(us.max(1));
+        Ok(())
+    }
+
+    /// Seals the active segment (fsynced) and opens a new one. False if it failed.
+    fn rotate(&mut self) -> bool {
+        if let Err(e) = self.fsync() {
+            self.fail(format!("fsync before rotation: {e}"), None);
+            return false;
+        }
+        let first = self.shared.core().written_end();
+        let now = crate::now_ms();
+        match create_segment(&self.shared.dir, first, now) {
+            Ok(file) => {
+                self.file = file;
+                let mut core = self.shared.core();
+                core.push_segment(first, now);
+                self.shared
+                    .disk_bytes
+                    .store(core.disk_bytes, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.fail(format!("creating segment {first}: {e}"), None);
+                false
+            }
+        }
+    }
+
+    /// Deletes the `n` oldest segments (retention, or eviction by `drop_oldest`).
+    fn delete_front(&mut self, n: usize, evict: bool) -> bool {
+        let firsts = {
+            let mut core = self.shared.core();
+            let firsts = core.pop_front(n, evict);
+            self.shared
+                .disk_bytes
+                .store(core.disk_bytes, Ordering::Relaxed);
+            firsts
+        };
+        for first in &firsts {
+            let path = segment_path(&self.shared.dir, *first);
+            if let Err(e) = std::fs::remove_file(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                self.fail(format!("deleting {}: {e}", path.display()), None);
+                return false;
+            }
+            if evict {
+                tracing::warn!(segment = %path.display(), "WAL full: evicted the oldest segment (drop_oldest)");
+            }
+        }
+        if !firsts.is_empty()
+            && let Err(e) = sync_dir(&self.shared.dir)
+        {
+            self.fail(format!("fsync of the WAL directory: {e}"), None);
+            return false;
+        }
+        true
+    }
+
+    /// Poisons the log and answers every job in hand with the error.
+    fn fail(&mut self, cause: String, job: Option<Job>) {
+        self.shared.poison(cause);
+        let err = || self.shared.poison_error();
+        if let Some(job) = job {
+            let _ = job.reply.send(Err(err().unwrap_or(AppendError::Poisoned {
+                cause: String::new(),
+            })));
+        }
+        for (job, _) in self.written.drain(..) {
+            let _ = job.reply.send(Err(self.shared.poison_error().unwrap_or(
+                AppendError::Poisoned {
+                    cause: String::new(),
+                },
+            )));
+        }
+        self.fail_pending(|_| AppendError::Poisoned {
+            cause: String::new(),
+        });
+    }
+
+    fn fail_pending(&mut self, make: impl Fn(crate::batch::Batch) -> AppendError) {
+        let mut inbox = lock(&self.shared.inbox);
+        self.pending.extend(inbox.jobs.drain(..));
+        drop(inbox);
+        for job in self.pending.drain(..) {
+            let err = self
+                .shared
+                .poison_error()
+                .unwrap_or_else(|| make(job.batch));
+            let _ = job.reply.send(Err(err));
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Torn and corrupt tails, flipped bytes, unknown versions, damaged middle segments.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use common::{numbered, payload_for, small, with_sink};
+use weir_wal::format::{FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use weir_wal::{Gap, OnFull, OpenError, ReadLimits, RecoveryScan, Wal};
+
+const SIZE: usize = 40;
+
+/// Writes `n` records of `SIZE` bytes, one per batch; returns the segment paths.
+async fn write_log(dir: &Path, n: u64) -> Vec<PathBuf> {
+    let (wal, _) = Wal::open(with_sink(small(dir, OnFull::Reject))).unwrap();
+    for i in 0..n {
+        wal.append(numbered(i, 1, SIZE)).await.unwrap();
+    }
+    wal.close().await;
+    segments(dir)
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to.join("cursors")).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+/// Opens the WAL in `dir` and reads everything from the cursor at 0.
+async fn reopen_and_read(dir: &Path) -> (weir_wal::OpenReport, Vec<(Option<Gap>, Vec<u64>)>) {
+    let (wal, report) = Wal::open(with_sink(small(dir, OnFull::Reject))).unwrap();
+    let mut reader = wal.reader("sink").unwrap();
+    let mut out = Vec::new();
+    loop {
+        let batch = reader.try_read(ReadLimits::default()).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for r in &batch.records {
+            assert_eq!(
+                r.payload,
+                payload_for(r.offset, SIZE),
+                "offset {}",
+                r.offset
+            );
+        }
+        out.push((batch.gap, batch.records.iter().map(|r| r.offset).collect()));
+    }
+    (report, out)
+}
+
+fn offsets(read: &[(Option<Gap>, Vec<u64>)]) -> Vec<u64> {
+    read.iter().flat_map(|(_, o)| o.iter().copied()).collect()
+}
+
+#[tokio::test]
+async fn truncation_at_every_byte_of_the_last_frame_keeps_the_good_prefix() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 5).await;
+    assert_eq!(segs.len(), 1);
+    let len = fs::metadata(&segs[0]).unwrap().len();
+    let frame = FRAME_HEADER_LEN + SIZE as u64;
+    for cut in (len - frame)..len {
+        let work = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), work.path());
+        let seg = work.path().join(segs[0].file_name().unwrap());
+        OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let (report, read) = reopen_and_read(work.path()).await;
+        assert_eq!(report.durable_end, 4, "cut at {cut}");
+        assert_eq!(report.truncated_bytes, cut - (len - frame), "cut at {cut}");
+        assert_eq!(report.truncated_records, 0, "a torn frame is not a record");
+        assert_eq!(offsets(&read), vec![0, 1, 2, 3]);
+        assert_eq!(fs::metadata(&seg).unwrap().len(), len - frame);
+    }
+}
+
+#[tokio::test]
+async fn flipped_bytes_in_the_last_frame_are_cut() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 5).await;
+    let len = fs::metadata(&segs[0]).unwrap().len();
+    let frame_start = len - (FRAME_HEADER_LEN + SIZE as u64);
+    // length, CRC, time and payload bytes of the last frame
+    for at in [
+        0u64,
+        1,
+        3,
+        4,
+        7,
+        8,
+        15,
+        16,
+        30,
+        FRAME_HEADER_LEN + SIZE as u64 - 1,
+    ] {
+        let work = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), work.path());
+        let seg = work.path().join(segs[0].file_name().unwrap());
+        let mut bytes = fs::read(&seg).unwrap();
+        bytes[(frame_start + at) as usize] ^= 0x40;
+        fs::write(&seg, &bytes).unwrap();
+        let (report, read) = reopen_and_read(work.path()).await;
+        assert_eq!(report.durable_end, 4, "flip at frame byte {at}");
+        assert_eq!(report.truncated_bytes, len - frame_start, "flip at {at}");
+        assert_eq!(offsets(&read), vec![0, 1, 2, 3]);
+    }
+}
+
+#[tokio::test]
+async fn a_flip_inside_the_last_segment_cuts_from_there_and_counts_records() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 5).await;
+    let seg = &segs[0];
+    let mut bytes = fs::read(seg).unwrap();
+    let frame = FRAME_HEADER_LEN as usize + SIZE;
+    // payload byte of record 2
+    bytes[SEGMENT_HEADER_LEN as usize + 2 * frame + 20] ^= 1;
+    fs::write(seg, &bytes).unwrap();
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.durable_end, 2);
+    assert_eq!(
+        report.truncated_records, 3,
+        "the bad record and the two after it"
+    );
+    assert_eq!(report.truncated_bytes, 3 * frame as u64);
+    assert_eq!(offsets(&read), vec![0, 1]);
+}
+
+#[tokio::test]
+async fn a_zero_filled_tail_is_cut_and_counts_no_record() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 3).await;
+    let mut bytes = fs::read(&segs[0]).unwrap();
+    bytes.extend_from_slice(&[0u8; 4096]);
+    fs::write(&segs[0], &bytes).unwrap();
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(
+        (report.truncated_bytes, report.truncated_records),
+        (4096, 0)
+    );
+    assert_eq!(offsets(&read), vec![0, 1, 2]);
+}
+
+#[tokio::test]
+async fn an_unknown_format_version_is_refused_clearly() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 3).await;
+    let mut bytes = fs::read(&segs[0]).unwrap();
+    bytes[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    fs::write(&segs[0], &bytes).unwrap();
+    let err = Wal::open(with_sink(small(base.path(), OnFull::Reject))).unwrap_err();
+    assert!(
+        matches!(err, OpenError::UnsupportedVersion { .. }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("version 2") && text.contains("reads version 1"),
+        "{text}"
+    );
+    // Nothing was changed.
+    assert_eq!(fs::read(&segs[0]).unwrap(), bytes);
+}
+
+/// A log of several segments; returns (segment paths, records).
+async fn multi_segment_log(dir: &Path) -> (Vec<PathBuf>, u64) {
+    let n = 400;
+    let segs = write_log(dir, n).await;
+    assert!(segs.len() >= 4, "{} segments", segs.len());
+    (segs, n)
+}
+
+fn first_of(path: &Path) -> u64 {
+    path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_damaged_middle_segment_header_is_quarantined_and_read_as_a_gap() {
+    let base = tempfile::tempdir().unwrap();
+    let (segs, n) = multi_segment_log(base.path()).await;
+    let victim = &segs[1];
+    let (from, to) = (first_of(&segs[1]), first_of(&segs[2]));
+    let mut bytes = fs::read(victim).unwrap();
+    bytes[0] ^= 0xff;
+    fs::write(victim, &bytes).unwrap();
+
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.quarantined.len(), 1);
+    let q = &report.quarantined[0];
+    assert_eq!((q.from, q.to), (from, to));
+    assert!(q.path.starts_with(base.path().join("quarantine")));
+    assert!(!victim.exists() && q.path.exists());
+    let gaps: Vec<Gap> = read.iter().filter_map(|(g, _)| *g).collect();
+    assert_eq!(
+        gaps,
+        vec![Gap::Quarantined {
+            from,
+            to,
+            records: to - from
+        }]
+    );
+    let expected: Vec<u64> = (0..n).filter(|o| *o < from || *o >= to).collect();
+    assert_eq!(offsets(&read), expected);
+    // Opening again is quiet: the gap persists, nothing more is moved.
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert!(report.quarantined.is_empty());
+    assert_eq!(offsets(&read), expected);
+}
+
+#[tokio::test]
+async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_full_scan() {
+    for scan in [RecoveryScan::Tail, RecoveryScan::Full] {
+        let base = tempfile::tempdir().unwrap();
+        let (segs, n) = multi_segment_log(base.path()).await;
+        let (from, to) = (first_of(&segs[1]), first_of(&segs[2]));
+        let mut bytes = fs::read(&segs[1]).unwrap();
+        let frame = FRAME_HEADER_LEN as usize + SIZE;
+        bytes[SEGMENT_HEADER_LEN as usize + 3 * frame + 25] ^= 1; // record from + 3
+        fs::write(&segs[1], &bytes).unwrap();
+        let config = small(base.path(), OnFull::Reject).recovery(scan);
+        let (wal, report) = Wal::open(with_sink(config)).unwrap();
+        let mut reader = wal.reader("sink").unwrap();
+        let mut got = Vec::new();
+        let mut gaps = Vec::new();
+        loop {
+            let b = reader.try_read(ReadLimits::default()).await.unwrap();
+            if b.is_empty() {
+                break;
+            }
+            gaps.extend(b.gap);
+            got.extend(b.records.iter().map(|r| r.offset));
+        }
+        match scan {
+            RecoveryScan::Tail => {
+                assert!(report.quarantined.is_empty());
+                assert_eq!(
+                    gaps,
+                    vec![Gap::Corrupt {
+                        from: from + 3,
+                        to,
+                        records: to - from - 3
+                    }]
+                );
+                let expected: Vec<u64> = (0..n).filter(|o| *o < from + 3 || *o >= to).collect();
+                assert_eq!(got, expected);
+            }
+            RecoveryScan::Full => {
+                assert_eq!(report.quarantined.len(), 1);
+                assert_eq!(
+                    gaps,
+                    vec![Gap::Quarantined {
+                        from,
+                        to,
+                        records: to - from
+                    }]
+                );
+                let expected: Vec<u64> = (0..n).filter(|o| *o < from || *o >= to).collect();
+                assert_eq!(got, expected);
+            }
+        }
+        let stats = wal.stats();
+        assert_eq!(stats.cursors[0].gaps, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_segment_whose_header_never_reached_disk_is_removed() {
+    let base = tempfile::tempdir().unwrap();
+    let (segs, n) = multi_segment_log(base.path()).await;
+    // A crash while rotating: the next segment exists but its header is zeros.
+    let last_end = n;
+    let name = format!("{last_end:020}.seg");
+    fs::write(base.path().join(&name), [0u8; 0]).unwrap();
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.removed_unfinished_segments, 1);
+    assert_eq!(report.durable_end, n);
+    assert_eq!(offsets(&read), (0..n).collect::<Vec<_>>());
+    assert_eq!(segments(base.path()).len(), segs.len());
+}
+
+#[tokio::test]
+async fn a_damaged_last_segment_header_is_quarantined_and_the_log_goes_on_after_it() {
+    let base = tempfile::tempdir().unwrap();
+    let (segs, n) = multi_segment_log(base.path()).await;
+    let last = segs.last().unwrap();
+    let from = first_of(last);
+    let mut bytes = fs::read(last).unwrap();
+    bytes[20] ^= 0xff; // first-offset field: header CRC fails
+    fs::write(last, &bytes).unwrap();
+    let (wal, report) = Wal::open(with_sink(small(base.path(), OnFull::Reject))).unwrap();
+    assert_eq!(report.quarantined.len(), 1);
+    assert_eq!(
+        (report.quarantined[0].from, report.quarantined[0].to),
+        (from, n)
+    );
+    // New records never reuse the quarantined offsets.
+    assert_eq!(wal.append(numbered(n, 1, SIZE)).await.unwrap(), n..n + 1);
+}
