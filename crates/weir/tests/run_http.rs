@@ -217,16 +217,14 @@ fn hold_slot(http: std::net::SocketAddr, body: &str) -> std::net::TcpStream {
             .set_read_timeout(Some(std::time::Duration::from_millis(300)))
             .unwrap();
         let mut byte = [0u8; 1];
-        match stream.read(&mut byte) {
-            // Answered already (refused): try again.
-            Ok(_) => continue,
-            Err(_) => {
-                stream
-                    .set_read_timeout(Some(std::time::Duration::from_secs(20)))
-                    .unwrap();
-                return stream;
-            }
+        // Any answer (or a close) means this request was refused: try again.
+        if stream.read(&mut byte).is_ok_and(|n| n <= byte.len()) {
+            continue;
         }
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        return stream;
     }
     panic!("no request could hold the slot");
 }
