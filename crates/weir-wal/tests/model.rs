@@ -288,10 +288,12 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
                             early.is_err(),
                             "model says the append waits; it returned {early:?}"
                         );
-                        // The required cursors catch up and commit; the append resumes.
-                        for c in 0..2 {
+                        // The required cursors catch up and commit, one after the other;
+                        // the append resumes as soon as the model says it fits.
+                        let mut placed = None;
+                        for (c, reader) in readers.iter_mut().enumerate().take(2) {
                             model.read(c, usize::MAX);
-                            while !readers[c]
+                            while !reader
                                 .try_read(ReadLimits {
                                     max_records: 10_000,
                                     max_bytes: u64::MAX,
@@ -300,16 +302,28 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
                                 .unwrap()
                                 .is_empty()
                             {}
-                            assert_eq!(readers[c].position(), model.cursors[c].read);
-                            readers[c].commit(model.cursors[c].read).await.unwrap();
+                            assert_eq!(reader.position(), model.cursors[c].read);
+                            reader.commit(model.cursors[c].read).await.unwrap();
                             model.commit(c);
-                        }
-                        let at = match model.append(&sizes, payloads) {
-                            Outcome::Written(at) => at,
-                            _ => {
-                                panic!("model: still no room after every required cursor caught up")
+                            if placed.is_none() {
+                                match model.append(&sizes, payloads.clone()) {
+                                    Outcome::Written(at) => placed = Some(at),
+                                    Outcome::Wait => {
+                                        settle(&wal, &model).await;
+                                        assert!(
+                                            !pending.is_finished(),
+                                            "the WAL appended while the model waits"
+                                        );
+                                    }
+                                    Outcome::Full => unreachable!("block never rejects"),
+                                }
                             }
-                        };
+                            if placed.is_some() {
+                                break;
+                            }
+                        }
+                        let at = placed
+                            .expect("model: still no room after every required cursor caught up");
                         let got = tokio::time::timeout(Duration::from_secs(5), pending)
                             .await
                             .expect("append stayed blocked")
