@@ -129,6 +129,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     /// the whole weight capacity answers [`Offer::TooHeavy`]; under `Conflate` an item
     /// whose key is queued replaces that item in place; otherwise the item is appended
     /// if it fits, and the policy decides if it does not.
+    #[inline]
     pub fn offer(&mut self, item: T, now: Timestamp) -> Offer<T> {
         if self.closed {
             return Offer::Closed(item);
@@ -158,6 +159,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
 
     /// Like [`QueueCore::take`], handing each expired item and its enqueue time to
     /// `on_expired` first (no allocation per take).
+    #[inline]
     pub fn take_with(
         &mut self,
         now: Timestamp,
@@ -175,6 +177,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     /// (strictly: an item exactly `max_age` old is delivered), else
     /// [`Popped::Delivered`]. One item per call, for callers that want to see expired
     /// items one by one. `None` when the queue is empty.
+    #[inline]
     pub fn pop(&mut self, now: Timestamp) -> Option<Popped<T>> {
         let enqueued_at = self.slots.front()?.enqueued_at;
         let age = now.saturating_duration_since(enqueued_at);
@@ -227,6 +230,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     }
 
     /// Appends a new slot if it fits, else applies the fallback.
+    #[inline]
     fn insert(&mut self, item: T, weight: u64, key: Option<K>, now: Timestamp) -> Offer<T> {
         if self.fits(weight) {
             self.push(item, weight, key, now);
@@ -306,6 +310,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
         )
     }
 
+    #[inline]
     fn push(&mut self, item: T, weight: u64, key: Option<K>, now: Timestamp) {
         if let Some(key) = &key {
             let seq = self.head_seq + self.slots.len() as u64;
@@ -323,6 +328,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
         self.stats.max_depth = self.stats.max_depth.max(self.slots.len() as u64);
     }
 
+    #[inline]
     fn pop_front(&mut self) -> Option<Slot<T, K>> {
         let slot = self.slots.pop_front()?;
         self.head_seq += 1;
@@ -439,6 +445,7 @@ impl<T, K> QueueCore<T, K> {
     }
 
     /// Whether one more item of `weight` fits beside the queued and reserved ones.
+    #[inline]
     fn fits(&self, weight: u64) -> bool {
         self.slots.len() + self.reserved_items < self.item_limit
             && fits_weight(self.weight, self.reserved_weight, weight, &self.capacity)

@@ -67,6 +67,7 @@ mod config;
 mod core;
 mod error;
 mod outcome;
+mod receiver;
 mod shared;
 mod shell;
 
@@ -74,4 +75,5 @@ pub use self::config::{Capacity, Fallback, OnFull, QueueConfig};
 pub use self::core::QueueCore;
 pub use self::error::{ReserveError, SendError, Sent, TryRecvError};
 pub use self::outcome::{Evicted, Offer, Popped, Reservation, ReserveRefused, Taken};
-pub use self::shell::{Permit, Receiver, Sender, channel, channel_with_clock};
+pub use self::receiver::Receiver;
+pub use self::shell::{Permit, Sender, channel, channel_with_clock};

@@ -186,6 +186,7 @@ impl<T, K: Hash + Eq + Clone> State<T, K> {
 
     /// Grants room to waiters in order while it fits, once a batch of room is free;
     /// returns the wakers to call once the lock is released.
+    #[inline]
     pub(crate) fn grant(&mut self) -> Wakers {
         let mut wakers = Wakers::new();
         if self.ungranted == 0 || self.core.room() < self.wake_batch {
@@ -217,42 +218,36 @@ impl<T, K: Hash + Eq + Clone> State<T, K> {
     }
 }
 
-/// Wakers collected under the lock and called after it is released. Up to
-/// [`Wakers::INLINE`] are kept without allocating; more spill into a vector (only when
-/// that many senders wait at once).
+/// Wakers collected under the lock and called after it is released. One waker (the
+/// usual case) needs no allocation; more spill into a vector (only when several
+/// senders are let in at once).
 pub(crate) struct Wakers {
-    inline: [Option<Waker>; Wakers::INLINE],
-    len: usize,
-    spill: Vec<Waker>,
+    first: Option<Waker>,
+    rest: Vec<Waker>,
 }
 
 impl Wakers {
-    const INLINE: usize = 4;
-
     pub(crate) fn new() -> Self {
         Wakers {
-            inline: Default::default(),
-            len: 0,
-            spill: Vec::new(),
+            first: None,
+            rest: Vec::new(),
         }
     }
 
     pub(crate) fn push(&mut self, waker: Waker) {
-        match self.inline.get_mut(self.len) {
-            Some(slot) => {
-                *slot = Some(waker);
-                self.len += 1;
-            }
-            None => self.spill.push(waker),
+        if self.first.is_none() {
+            self.first = Some(waker);
+        } else {
+            self.rest.push(waker);
         }
     }
 
     pub(crate) fn wake_all(self) {
-        for waker in self.inline.into_iter().flatten() {
-            waker.wake();
-        }
-        for waker in self.spill {
-            waker.wake();
+        if let Some(first) = self.first {
+            first.wake();
+            for waker in self.rest {
+                waker.wake();
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The thin async shell: [`channel`], [`Sender`], [`Receiver`] and [`Permit`] around
-//! a [`QueueCore`] behind a mutex.
+//! The thin async shell: [`channel`], [`Sender`] and [`Permit`] around a
+//! [`QueueCore`] behind a mutex (the [`Receiver`] is in `receiver.rs`).
 
 use std::fmt;
 use std::future::poll_fn;
@@ -7,11 +7,12 @@ use std::hash::Hash;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::error::{ReserveError, SendError, Sent, TryRecvError};
+use super::Receiver;
+use super::error::{ReserveError, SendError, Sent};
 use super::shared::{Shared, State, WaitEnd};
 use super::{Offer, QueueConfig, QueueCore, Reservation, ReserveRefused};
 use crate::sync::Arc;
-use crate::{Clock, FlowStats, Timestamp};
+use crate::{Clock, FlowStats};
 
 /// Creates a bounded queue with one receiver and any number of senders (clone the
 /// [`Sender`]), timed by a new [`Clock`].
@@ -63,12 +64,6 @@ pub struct Sender<T, K = ()> {
     shared: Arc<Shared<T, K>>,
 }
 
-/// The receiving half. Dropping it closes the queue: later sends fail with
-/// [`SendError::Closed`].
-pub struct Receiver<T, K = ()> {
-    shared: Arc<Shared<T, K>>,
-}
-
 /// Room for one item, reserved by [`Sender::reserve`]. Dropping it unused gives the
 /// room back (and lets the next waiting sender in).
 #[must_use = "the reserved room stays taken until the permit sends or is dropped"]
@@ -86,6 +81,12 @@ enum Attempt<T> {
 impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     /// Sends `item`. Under a `Block` policy (or fallback) it waits until there is room,
     /// behind senders already waiting (FIFO); other policies answer at once.
+    ///
+    /// Once senders wait, they are let in when a batch of room is free (an eighth of
+    /// the item capacity, 1 to 256 slots), not after every single take: a sender that
+    /// waited then finds room for many sends in a row instead of parking after each.
+    /// An empty queue always has a batch of room, so no sender waits on a drained
+    /// queue.
     ///
     /// # Cancel safety
     ///
@@ -115,6 +116,26 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     ///
     /// As [`Sender::send`]: dropping the future loses nothing queued, the item is
     /// dropped uncounted, and granted room passes to the next waiting sender.
+    ///
+    /// # Panics
+    ///
+    /// If it has to wait outside a tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_flow::queue::{channel, Capacity, OnFull, QueueConfig, SendError};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+    /// let (tx, rx) = channel(QueueConfig::new(Capacity::items(1), OnFull::Block));
+    /// tx.send("first").await.expect("room");
+    /// // Nobody receives: after 50 ms the second item comes back, counted as rejected.
+    /// let refused = tx.send_timeout("second", Duration::from_millis(50)).await;
+    /// assert!(matches!(refused, Err(SendError::Timeout("second"))));
+    /// assert_eq!(rx.stats().rejected, 1);
+    /// # });
+    /// ```
     pub async fn send_timeout(&self, item: T, timeout: Duration) -> Result<Sent<T>, SendError<T>> {
         let deadline = tokio::time::Instant::now() + timeout;
         match self.attempt(item) {
@@ -156,6 +177,20 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     ///
     /// Cancel-safe: dropping the future leaves no room reserved and lets the next
     /// waiting sender in.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weir_flow::queue::{channel, Capacity, OnFull, QueueConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (tx, mut rx) = channel(QueueConfig::new(Capacity::items(1), OnFull::Block));
+    /// // Wait for room first, build the item only once it has a place.
+    /// let permit = tx.reserve().await.expect("open");
+    /// permit.send(String::from("built after the room was secured")).expect("reserved");
+    /// assert_eq!(rx.recv().await.as_deref(), Some("built after the room was secured"));
+    /// # });
+    /// ```
     pub async fn reserve(&self) -> Result<Permit<'_, T, K>, ReserveError> {
         self.reserve_weight(0).await
     }
@@ -258,6 +293,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
     }
 
     /// Offers `item` at once unless it must wait; joins the line if it must.
+    #[inline]
     fn attempt(&self, item: T) -> Attempt<T> {
         let now = self.shared.clock.now();
         let mut state = self.shared.lock();
@@ -291,6 +327,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
 }
 
 /// Offers into granted room, waking the receiver if the item was queued.
+#[inline]
 fn offer_reserved<T, K: Hash + Eq + Clone>(
     shared: &Shared<T, K>,
     item: T,
@@ -303,6 +340,7 @@ fn offer_reserved<T, K: Hash + Eq + Clone>(
 }
 
 /// Wakes the receiver if `outcome` queued an item, then maps it to a send result.
+#[inline]
 fn finish<T, K: Hash + Eq + Clone>(
     mut state: crate::sync::MutexGuard<'_, State<T, K>>,
     outcome: Offer<T>,
@@ -319,6 +357,7 @@ fn finish<T, K: Hash + Eq + Clone>(
     into_result(outcome)
 }
 
+#[inline]
 fn into_result<T>(outcome: Offer<T>) -> Result<Sent<T>, SendError<T>> {
     match outcome {
         Offer::Accepted => Ok(Sent::Queued),
@@ -396,152 +435,6 @@ impl<T, K: Hash + Eq + Clone> Drop for Permit<'_, T, K> {
     }
 }
 
-impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
-    /// Receives the next item, or `None` once the queue is closed and drained.
-    /// Expired items (under `Expire`) are discarded and counted on the way.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: an item is taken from the queue only in the poll that returns it,
-    /// so dropping the future loses nothing.
-    pub async fn recv(&mut self) -> Option<T> {
-        poll_fn(|cx| self.poll_recv_with(cx, &mut |_, _| {})).await
-    }
-
-    /// Like [`Receiver::recv`], handing each expired item and its enqueue time to
-    /// `on_expired` (called with the queue locked: keep it short).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Receiver::recv`]; items handed to `on_expired` before the future is dropped
-    /// have been handed over.
-    pub async fn recv_with(&mut self, mut on_expired: impl FnMut(T, Timestamp)) -> Option<T> {
-        poll_fn(|cx| self.poll_recv_with(cx, &mut on_expired)).await
-    }
-
-    /// Receives up to `limit` items into `buffer` (appended, oldest first) under one
-    /// lock and one clock reading, waiting only if none is queued. Returns how many
-    /// were received: 0 only once the queue is closed and drained (or if `limit` is
-    /// 0). Reuse `buffer` across calls to avoid allocating.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: items are taken only in the poll that returns, so dropping the
-    /// future loses nothing.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use weir_flow::queue::{channel, Capacity, OnFull, QueueConfig};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let (tx, mut rx) = channel(QueueConfig::new(Capacity::items(8), OnFull::Block));
-    /// for i in 0..5 {
-    ///     tx.send(i).await.expect("room");
-    /// }
-    /// let mut batch = Vec::with_capacity(4);
-    /// assert_eq!(rx.recv_many(&mut batch, 4).await, 4);
-    /// assert_eq!(batch, [0, 1, 2, 3]);
-    /// # });
-    /// ```
-    pub async fn recv_many(&mut self, buffer: &mut Vec<T>, limit: usize) -> usize {
-        poll_fn(|cx| self.poll_take(cx, limit, &mut |_, _| {}, &mut |item| buffer.push(item))).await
-    }
-
-    /// Polls for the next item (see [`Receiver::recv`]).
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        self.poll_recv_with(cx, &mut |_, _| {})
-    }
-
-    /// Takes the next item if one is queued.
-    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
-        let now = self.shared.clock.now();
-        let mut state = self.shared.lock();
-        let taken = state.core.take(now);
-        let wakers = state.grant();
-        let closed = state.core.is_closed();
-        drop(state);
-        wakers.wake_all();
-        match taken {
-            Some(taken) => Ok(taken.item),
-            None if closed => Err(TryRecvError::Closed),
-            None => Err(TryRecvError::Empty),
-        }
-    }
-
-    /// Closes the queue: senders get [`SendError::Closed`]; what is queued can still
-    /// be received.
-    pub fn close(&mut self) {
-        let wakers = self.shared.lock().close();
-        wakers.wake_all();
-    }
-
-    /// The queue's stats now.
-    pub fn stats(&self) -> FlowStats {
-        let now = self.shared.clock.now();
-        self.shared.lock().core.stats(now)
-    }
-
-    /// Number of queued items.
-    pub fn len(&self) -> usize {
-        self.shared.lock().core.len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Takes up to `limit` items (at least one, unless the queue is closed and
-    /// drained), handing each to `out`, all under one lock and one clock reading.
-    fn poll_take(
-        &mut self,
-        cx: &mut Context<'_>,
-        limit: usize,
-        on_expired: &mut dyn FnMut(T, Timestamp),
-        out: &mut dyn FnMut(T),
-    ) -> Poll<usize> {
-        if limit == 0 {
-            return Poll::Ready(0);
-        }
-        let now = self.shared.clock.now();
-        let mut state = self.shared.lock();
-        let mut count = 0;
-        while count < limit {
-            match state.core.take_with(now, &mut *on_expired) {
-                Some(taken) => {
-                    out(taken.item);
-                    count += 1;
-                }
-                None => break,
-            }
-        }
-        let wakers = state.grant();
-        let poll = if count > 0 || state.core.is_closed() {
-            Poll::Ready(count)
-        } else {
-            match &state.rx_waker {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => state.rx_waker = Some(cx.waker().clone()),
-            }
-            Poll::Pending
-        };
-        drop(state);
-        wakers.wake_all();
-        poll
-    }
-
-    fn poll_recv_with(
-        &mut self,
-        cx: &mut Context<'_>,
-        on_expired: &mut dyn FnMut(T, Timestamp),
-    ) -> Poll<Option<T>> {
-        let mut item = None;
-        let poll = self.poll_take(cx, 1, on_expired, &mut |taken| item = Some(taken));
-        poll.map(|_| item)
-    }
-}
-
 impl<T, K> Clone for Sender<T, K> {
     fn clone(&self) -> Self {
         let mut state = self.shared.lock();
@@ -565,22 +458,9 @@ impl<T, K> Drop for Sender<T, K> {
     }
 }
 
-impl<T, K> Drop for Receiver<T, K> {
-    fn drop(&mut self) {
-        let wakers = self.shared.lock().close();
-        wakers.wake_all();
-    }
-}
-
 impl<T, K> fmt::Debug for Sender<T, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sender").finish_non_exhaustive()
-    }
-}
-
-impl<T, K> fmt::Debug for Receiver<T, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Receiver").finish_non_exhaustive()
     }
 }
 
