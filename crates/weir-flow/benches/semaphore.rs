@@ -2,14 +2,16 @@
 //!
 //! - `uncontended`: one task acquires and releases a permit, `OPS` times per sample
 //!   (the fast path: nobody waits).
-//! - `contended`: `TASKS` tasks on a multi-thread runtime share `PERMITS` permits; each
-//!   acquires, yields while holding (so others queue and are woken), and releases,
-//!   `OPS / TASKS` times per task per sample.
+//! - `contended`: `TASKS` tasks on a multi-thread runtime share `PERMITS` permits and
+//!   acquire and release `OPS / TASKS` times each per sample, in two shapes:
+//!   `busy` (release at once: the tasks fight over the lock and wait now and then) and
+//!   `waiting` (yield while holding, so nearly every acquire queues and is woken).
 //!
 //! weir's permits own a handle (`'static`), so the like-for-like baseline is tokio's
 //! `acquire_owned` (an `Arc` clone per permit too); tokio's borrowed `acquire` is shown
-//! as well. After divan's tables, `main` measures each pair again, interleaved, and
-//! prints `tokio time / weir time` (above 1: weir is faster).
+//! for the uncontended case as well. After divan's tables, `main` measures each pair
+//! again, alternating rounds, and prints `tokio time / weir time` (above 1: weir is
+//! faster).
 //!
 //! Run: `cargo bench -p weir-flow --bench semaphore` (add `-- --sample-count 20` for a
 //! quick look).
@@ -47,7 +49,11 @@ fn weir(total: u64) -> Semaphore {
     Semaphore::new(SemaphoreConfig::new(total).max_waiters(TASKS))
 }
 
-/// The workloads, one function per (contender, shape), each running `OPS` operations.
+fn tokio_sem(total: u64) -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(total as usize))
+}
+
+/// The workloads, each running `OPS` acquire/release pairs.
 mod work {
     use super::*;
 
@@ -72,14 +78,17 @@ mod work {
         }
     }
 
-    pub async fn weir_contended(sem: &Semaphore) {
+    /// `TASKS` tasks; each yields while holding its permit if `hold`.
+    pub async fn weir_contended(sem: &Semaphore, hold: bool) {
         let tasks: Vec<_> = (0..TASKS)
             .map(|_| {
                 let sem = sem.clone();
                 tokio::spawn(async move {
                     for _ in 0..OPS / TASKS {
                         let permit = sem.acquire(1).await.expect("open");
-                        tokio::task::yield_now().await;
+                        if hold {
+                            tokio::task::yield_now().await;
+                        }
                         drop(black_box(permit));
                     }
                 })
@@ -90,14 +99,17 @@ mod work {
         }
     }
 
-    pub async fn tokio_contended(sem: &Arc<tokio::sync::Semaphore>) {
+    /// `TASKS` tasks; each yields while holding its permit if `hold`.
+    pub async fn tokio_contended(sem: &Arc<tokio::sync::Semaphore>, hold: bool) {
         let tasks: Vec<_> = (0..TASKS)
             .map(|_| {
                 let sem = Arc::clone(sem);
                 tokio::spawn(async move {
                     for _ in 0..OPS / TASKS {
                         let permit = Arc::clone(&sem).acquire_owned().await.expect("open");
-                        tokio::task::yield_now().await;
+                        if hold {
+                            tokio::task::yield_now().await;
+                        }
                         drop(black_box(permit));
                     }
                 })
@@ -122,7 +134,7 @@ mod uncontended {
 
     #[divan::bench]
     fn tokio_acquire_owned(bencher: Bencher) {
-        let (rt, sem) = (current_thread(), Arc::new(tokio::sync::Semaphore::new(1)));
+        let (rt, sem) = (current_thread(), tokio_sem(1));
         bencher
             .counter(ItemsCount::new(OPS))
             .bench_local(|| rt.block_on(work::tokio_owned_uncontended(&sem)));
@@ -140,23 +152,20 @@ mod uncontended {
 mod contended {
     use super::*;
 
-    #[divan::bench]
-    fn weir_semaphore(bencher: Bencher) {
-        let (rt, sem) = (multi_thread(), weir(PERMITS));
+    #[divan::bench(args = ["busy", "waiting"])]
+    fn weir_semaphore(bencher: Bencher, shape: &str) {
+        let (rt, sem, hold) = (multi_thread(), weir(PERMITS), shape == "waiting");
         bencher
             .counter(ItemsCount::new(OPS))
-            .bench_local(|| rt.block_on(work::weir_contended(&sem)));
+            .bench_local(|| rt.block_on(work::weir_contended(&sem, hold)));
     }
 
-    #[divan::bench]
-    fn tokio_acquire_owned(bencher: Bencher) {
-        let (rt, sem) = (
-            multi_thread(),
-            Arc::new(tokio::sync::Semaphore::new(PERMITS as usize)),
-        );
+    #[divan::bench(args = ["busy", "waiting"])]
+    fn tokio_acquire_owned(bencher: Bencher, shape: &str) {
+        let (rt, sem, hold) = (multi_thread(), tokio_sem(PERMITS), shape == "waiting");
         bencher
             .counter(ItemsCount::new(OPS))
-            .bench_local(|| rt.block_on(work::tokio_contended(&sem)));
+            .bench_local(|| rt.block_on(work::tokio_contended(&sem, hold)));
     }
 }
 
@@ -176,7 +185,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 fn print_ratio(name: &str, weir: Duration, tokio: Duration) {
     let per_op = |d: Duration| d.as_nanos() as f64 / OPS as f64;
     println!(
-        "{name:<40} weir {:>8.1} ns/op   tokio {:>8.1} ns/op   tokio/weir = {:.2}",
+        "{name:<44} weir {:>7.1} ns/op   tokio {:>7.1} ns/op   tokio/weir = {:.2}",
         per_op(weir),
         per_op(tokio),
         tokio.as_secs_f64() / weir.as_secs_f64()
@@ -186,21 +195,18 @@ fn print_ratio(name: &str, weir: Duration, tokio: Duration) {
 /// Measures each pair again, alternating rounds, and prints the ratios.
 fn print_ratios() {
     const ROUNDS: usize = 101;
-    println!("\nratios (median of {ROUNDS} rounds of {OPS} operations each):");
+    println!("\nratios (median of {ROUNDS} alternating rounds of {OPS} acquire/release pairs):");
 
     let rt = current_thread();
-    let weir_sem = weir(1);
-    let tokio_sem = Arc::new(tokio::sync::Semaphore::new(1));
-    let mut weir_times = Vec::new();
-    let mut owned_times = Vec::new();
-    let mut borrowed_times = Vec::new();
+    let (weir_sem, tokio_owned) = (weir(1), tokio_sem(1));
+    let (mut weir_times, mut owned_times, mut borrowed_times) = (vec![], vec![], vec![]);
     for _ in 0..ROUNDS {
         weir_times.push(time(|| rt.block_on(work::weir_uncontended(&weir_sem))));
         owned_times.push(time(|| {
-            rt.block_on(work::tokio_owned_uncontended(&tokio_sem))
+            rt.block_on(work::tokio_owned_uncontended(&tokio_owned))
         }));
         borrowed_times.push(time(|| {
-            rt.block_on(work::tokio_borrowed_uncontended(&tokio_sem))
+            rt.block_on(work::tokio_borrowed_uncontended(&tokio_owned))
         }));
     }
     let weir_uncontended = median(weir_times);
@@ -216,17 +222,19 @@ fn print_ratios() {
     );
 
     let rt = multi_thread();
-    let weir_sem = weir(PERMITS);
-    let tokio_sem = Arc::new(tokio::sync::Semaphore::new(PERMITS as usize));
-    let mut weir_times = Vec::new();
-    let mut tokio_times = Vec::new();
-    for _ in 0..ROUNDS {
-        weir_times.push(time(|| rt.block_on(work::weir_contended(&weir_sem))));
-        tokio_times.push(time(|| rt.block_on(work::tokio_contended(&tokio_sem))));
+    for (shape, hold) in [("busy", false), ("waiting", true)] {
+        let (weir_sem, tokio_owned) = (weir(PERMITS), tokio_sem(PERMITS));
+        let (mut weir_times, mut tokio_times) = (vec![], vec![]);
+        for _ in 0..ROUNDS {
+            weir_times.push(time(|| rt.block_on(work::weir_contended(&weir_sem, hold))));
+            tokio_times.push(time(|| {
+                rt.block_on(work::tokio_contended(&tokio_owned, hold))
+            }));
+        }
+        print_ratio(
+            &format!("contended {shape} ({TASKS} tasks, {PERMITS} permits)"),
+            median(weir_times),
+            median(tokio_times),
+        );
     }
-    print_ratio(
-        &format!("contended ({TASKS} tasks, {PERMITS} permits) vs acquire_owned"),
-        median(weir_times),
-        median(tokio_times),
-    );
 }

@@ -59,7 +59,8 @@ pub struct CursorConfig {
     /// them or not, and it sees a [`Gap::Evicted`](crate::Gap::Evicted) if it falls behind.
     pub required: bool,
     /// A required cursor further behind than this is released from retention (counted);
-    /// it rejoins when its lag falls back within the limit.
+    /// it rejoins once it has caught up: committed a position that is still retained and
+    /// within the limit.
     pub max_lag: MaxLag,
     /// Where it starts when it has no saved position.
     pub start_from: StartFrom,

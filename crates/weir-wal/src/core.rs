@@ -199,13 +199,7 @@ impl Core {
             self.disk_bytes -= seg.bytes;
             if evict {
                 self.evicted_segments += 1;
-                let unread = self
-                    .cursors
-                    .iter()
-                    .any(|c| c.committed < seg.end() && c.config.required);
-                if unread {
-                    self.evicted_records += seg.count;
-                }
+                self.evicted_records += seg.count;
             } else {
                 self.retained_segments_deleted += 1;
             }
@@ -314,9 +308,11 @@ impl Core {
     }
 
     /// Applies each required cursor's `max_lag`: releases it from retention when it is
-    /// further behind, takes it back when it is within. Returns cursors newly released.
+    /// further behind; takes it back once it has committed a retained position within
+    /// the limit. Returns cursors newly released.
     pub fn update_releases(&mut self, now_ms: u64) -> usize {
         let mut newly = 0;
+        let start = self.start();
         for i in 0..self.cursors.len() {
             let c = &self.cursors[i];
             if !c.config.required {
@@ -336,7 +332,7 @@ impl Core {
                 c.released = true;
                 c.releases += 1;
                 newly += 1;
-            } else if !over && c.released {
+            } else if !over && c.released && c.committed >= start {
                 c.released = false;
             }
         }

@@ -53,7 +53,6 @@ pub mod format;
 mod reader;
 mod recovery;
 mod segment;
-mod sem_shim;
 mod shared;
 mod stats;
 mod time_index;

@@ -13,7 +13,7 @@ use crate::batch::Batch;
 use crate::config::SyncMode;
 use crate::core::Core;
 use crate::error::AppendError;
-use crate::sem_shim::Permit;
+use weir_flow::semaphore::Permit;
 
 /// One append handed to the writer.
 pub(crate) struct Job {

@@ -13,10 +13,10 @@ use crate::config::WalConfig;
 use crate::error::{AppendError, CursorError, OpenError};
 use crate::reader::Reader;
 use crate::recovery::{OpenReport, open_dir};
-use crate::sem_shim::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
 use crate::shared::{Inbox, Job, Shared, lock};
 use crate::stats::WalStats;
 use crate::writer::Writer;
+use weir_flow::semaphore::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
 
 /// A durable, segmented write-ahead log. Cheap to clone; every clone appends to the same
 /// log. The writer thread stops when the last clone is dropped (or [`Wal::close`]).
@@ -167,6 +167,13 @@ impl Wal {
         let permit = match self.inner.pending.acquire(len).await {
             Ok(p) => p,
             Err(AcquireError::Closed) => return Err(AppendError::Closed(batch)),
+            Err(AcquireError::TooLarge { .. }) => {
+                return Err(AppendError::TooLarge {
+                    batch,
+                    len,
+                    max: self.inner.max_batch_bytes,
+                });
+            }
             Err(_) => return Err(AppendError::Busy(batch)),
         };
         let (tx, rx) = oneshot::channel();
@@ -231,6 +238,7 @@ impl Wal {
 
 impl Inner {
     fn shutdown(&self) {
+        self.pending.close();
         lock(&self.shared.inbox).shutdown = true;
         self.shared.wake.notify_all();
     }

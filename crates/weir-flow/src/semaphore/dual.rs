@@ -221,6 +221,21 @@ impl fmt::Debug for DualSemaphore {
 }
 
 /// Holds items and bytes of a [`DualSemaphore`] and returns them when dropped.
+///
+/// # Examples
+///
+/// ```
+/// use weir_flow::semaphore::{DualAmount, DualSemaphore, DualSemaphoreConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let sem = DualSemaphore::new(DualSemaphoreConfig::new(100, 1 << 20));
+/// let mut batch = sem.acquire(10, 4_096).await?;
+/// let first = batch.split(4, 1_024).expect("holds that much");
+/// batch.resize(6, 2_048).await?; // fewer bytes than reserved: the rest goes back now
+/// assert_eq!(sem.available(), DualAmount::new(90, (1 << 20) - 3_072));
+/// # drop((first, batch));
+/// # Ok(()) }
+/// ```
 #[must_use = "the permit is returned as soon as it is dropped"]
 #[derive(Debug)]
 pub struct DualPermit {

@@ -9,6 +9,21 @@ use super::amount::Amount;
 ///
 /// `A` is what permits are counted in: `u64` for a [`Semaphore`](super::Semaphore),
 /// [`DualAmount`](super::DualAmount) for a [`DualSemaphore`](super::DualSemaphore).
+///
+/// # Examples
+///
+/// ```
+/// use weir_flow::semaphore::{AcquireError, Semaphore, SemaphoreConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let sem = Semaphore::new(SemaphoreConfig::new(100).max_waiters(0));
+/// let _all = sem.acquire(100).await.expect("free");
+/// match sem.acquire(1).await {
+///     Err(AcquireError::TooManyWaiters { max_waiters }) => assert_eq!(max_waiters, 0),
+///     other => panic!("expected a refusal, got {other:?}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AcquireError<A: Amount = u64> {

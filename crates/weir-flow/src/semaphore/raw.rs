@@ -1,11 +1,13 @@
 //! The machinery the async shells share: the locked core, waiter slots, the acquire
 //! future and the permit, generic over what permits are counted in.
 //!
-//! Everything here takes one short `Mutex` critical section on the core per operation.
-//! A queued waiter owns a [`Slot`] (behind an `Arc` shared with the core's queue) where
-//! the core's decision is written, under the core's lock, before its waker is woken —
-//! always after the core's lock is released, so a waker that polls synchronously cannot
-//! deadlock.
+//! Everything here takes one short `Mutex` critical section on the core per operation;
+//! the clock is read and waiter slots are allocated outside it when a hint says the
+//! request will probably wait. A queued waiter owns a [`Slot`] (behind an `Arc` shared
+//! with the core's queue) where the core's decision is written, under the core's lock,
+//! before its waker is woken — always after the core's lock is released, so a waker
+//! that polls synchronously cannot deadlock. A woken waiter reads its outcome with one
+//! atomic load.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +15,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::Clock;
+use crate::Timestamp;
+use crate::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::sync::{Arc, Mutex, MutexGuard};
 
 use super::amount::Amount;
@@ -22,14 +26,18 @@ use super::stats::SemaphoreStats;
 
 type Core<A> = SemaphoreCore<A, Arc<Slot<A>>>;
 
-/// How many wakers are collected under the lock before it is released to wake them.
-const WAKE_BATCH: usize = 32;
+/// How many granted waiters are collected under the lock before it is released to
+/// wake them.
+const WAKE_BATCH: usize = 8;
 
 /// A semaphore's shared state: the core behind a mutex, and the clock for its stats.
 #[derive(Debug)]
 pub(crate) struct Shared<A: Amount> {
     core: Mutex<Core<A>>,
     clock: Clock,
+    /// How many requests were queued when the lock was last released. Only a hint (read
+    /// without the lock) for reading the clock and allocating before taking the lock.
+    waiters_hint: AtomicUsize,
 }
 
 impl<A: Amount> Shared<A> {
@@ -37,6 +45,7 @@ impl<A: Amount> Shared<A> {
         Arc::new(Shared {
             core: Mutex::new(SemaphoreCore::new(total, max_waiters, oversize)),
             clock: Clock::new(),
+            waiters_hint: AtomicUsize::new(0),
         })
     }
 
@@ -48,19 +57,33 @@ impl<A: Amount> Shared<A> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Grants whatever can be granted now and wakes the granted waiters, outside the lock.
-    fn settle<'a>(&'a self, mut core: MutexGuard<'a, Core<A>>) {
+    /// Whether requests were probably queued a moment ago.
+    fn probably_waiting(&self) -> bool {
+        self.waiters_hint.load(Ordering::Relaxed) > 0
+    }
+
+    /// The current time if requests are probably queued (so a grant will need it).
+    fn now_if_waiting(&self) -> Option<Timestamp> {
+        self.probably_waiting().then(|| self.clock.now())
+    }
+
+    /// Grants whatever can be granted now and wakes the granted waiters, outside the
+    /// lock. `now` is the time read before the lock was taken, if it was.
+    fn settle<'a>(&'a self, mut core: MutexGuard<'a, Core<A>>, now: Option<Timestamp>) {
         loop {
             if !core.can_grant() {
+                self.waiters_hint.store(core.waiters(), Ordering::Relaxed);
                 return;
             }
-            let now = self.clock.now();
-            let mut wakers = WakeList::new();
+            let now = now.unwrap_or_else(|| self.clock.now());
+            let mut granted = Granted::new();
             let more = core.grant(now, WAKE_BATCH, |_, slot| {
-                wakers.push(slot.decide(Ok(())));
+                slot.grant();
+                granted.push(slot);
             });
+            self.waiters_hint.store(core.waiters(), Ordering::Relaxed);
             drop(core);
-            wakers.wake_all();
+            granted.wake_all();
             if !more {
                 return;
             }
@@ -72,9 +95,10 @@ impl<A: Amount> Shared<A> {
         if amount.is_zero() {
             return;
         }
+        let now = self.now_if_waiting();
         let mut core = self.lock();
         core.release(amount);
-        self.settle(core);
+        self.settle(core, now);
     }
 
     pub(crate) fn try_acquire(&self, need: A) -> Result<(), TryAcquireError<A>> {
@@ -86,7 +110,8 @@ impl<A: Amount> Shared<A> {
         {
             let mut core = self.lock();
             failed.reserve(core.waiters());
-            core.close(|_, slot| failed.push(slot.decide(Err(AcquireError::Closed))));
+            core.close(|_, slot| failed.push(slot.fail(AcquireError::Closed)));
+            self.waiters_hint.store(0, Ordering::Relaxed);
         }
         failed.into_iter().flatten().for_each(Waker::wake);
     }
@@ -94,17 +119,15 @@ impl<A: Amount> Shared<A> {
     pub(crate) fn forget(&self, amount: A) {
         let mut refused = Vec::new();
         let mut core = self.lock();
-        core.forget(amount, |_, slot, error| {
-            refused.push(slot.decide(Err(error)))
-        });
-        self.settle(core);
+        core.forget(amount, |_, slot, error| refused.push(slot.fail(error)));
+        self.settle(core, None);
         refused.into_iter().flatten().for_each(Waker::wake);
     }
 
     pub(crate) fn add_permits(&self, amount: A) {
         let mut core = self.lock();
         core.add_permits(amount);
-        self.settle(core);
+        self.settle(core, None);
     }
 
     pub(crate) fn stats(&self) -> SemaphoreStats<A> {
@@ -113,93 +136,122 @@ impl<A: Amount> Shared<A> {
     }
 }
 
-/// Wakers gathered under the lock, woken after it is released. Fixed size: no allocation.
-struct WakeList {
-    wakers: [Option<Waker>; WAKE_BATCH],
+/// Waiters granted under the lock, woken after it is released. Fixed size: no
+/// allocation.
+struct Granted<A: Amount> {
+    slots: [Option<Arc<Slot<A>>>; WAKE_BATCH],
     len: usize,
 }
 
-impl WakeList {
+impl<A: Amount> Granted<A> {
     fn new() -> Self {
-        WakeList {
-            wakers: [const { None }; WAKE_BATCH],
+        Granted {
+            slots: [const { None }; WAKE_BATCH],
             len: 0,
         }
     }
 
-    fn push(&mut self, waker: Option<Waker>) {
+    fn push(&mut self, slot: Arc<Slot<A>>) {
         // `grant` is called with `limit = WAKE_BATCH`, so there is always room.
-        if let Some(slot) = self.wakers.get_mut(self.len) {
-            *slot = waker;
+        if let Some(free) = self.slots.get_mut(self.len) {
+            *free = Some(slot);
             self.len += 1;
-        } else if let Some(waker) = waker {
+        } else if let Some(waker) = slot.take_waker() {
             waker.wake();
         }
     }
 
     fn wake_all(&mut self) {
-        self.wakers[..self.len]
-            .iter_mut()
-            .filter_map(Option::take)
-            .for_each(Waker::wake);
+        for slot in self.slots[..self.len].iter_mut().filter_map(Option::take) {
+            if let Some(waker) = slot.take_waker() {
+                waker.wake();
+            }
+        }
     }
 }
 
 /// Where the core's decision for one queued waiter is written.
+///
+/// `state` is written under the core's lock (so the core's decisions and the slots
+/// agree for whoever holds it); a waiter that sees `GRANTED` with one atomic load needs
+/// no lock. A waiter registers its waker under `inner` only after seeing `WAITING`
+/// there, and the decider takes the waker under `inner` only after writing `state`, so
+/// a registered waker is always either taken and woken, or registered by a poll that
+/// then sees the decision.
 #[derive(Debug)]
 pub(crate) struct Slot<A: Amount> {
-    state: Mutex<SlotState<A>>,
+    state: AtomicU8,
+    inner: Mutex<SlotInner<A>>,
 }
 
 #[derive(Debug)]
-enum SlotState<A: Amount> {
-    Waiting(Option<Waker>),
-    Granted,
-    Failed(AcquireError<A>),
+struct SlotInner<A: Amount> {
+    waker: Option<Waker>,
+    error: Option<AcquireError<A>>,
 }
+
+const WAITING: u8 = 0;
+const GRANTED: u8 = 1;
+const FAILED: u8 = 2;
 
 impl<A: Amount> Slot<A> {
     fn new(waker: &Waker) -> Self {
         Slot {
-            state: Mutex::new(SlotState::Waiting(Some(waker.clone()))),
+            state: AtomicU8::new(WAITING),
+            inner: Mutex::new(SlotInner {
+                waker: Some(waker.clone()),
+                error: None,
+            }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, SlotState<A>> {
-        self.state
+    fn lock(&self) -> MutexGuard<'_, SlotInner<A>> {
+        self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records the outcome; returns the waker to wake once the core's lock is released.
-    fn decide(&self, outcome: Result<(), AcquireError<A>>) -> Option<Waker> {
-        let next = match outcome {
-            Ok(()) => SlotState::Granted,
-            Err(error) => SlotState::Failed(error),
-        };
-        match std::mem::replace(&mut *self.lock(), next) {
-            SlotState::Waiting(waker) => waker,
-            SlotState::Granted | SlotState::Failed(_) => None,
-        }
+    /// Marks it granted. Called under the core's lock; the waker is taken (with
+    /// [`take_waker`](Self::take_waker)) and woken after that lock is released.
+    fn grant(&self) {
+        self.state.store(GRANTED, Ordering::Release);
+    }
+
+    /// The registered waker. A waker registered after it was taken saw the decision.
+    fn take_waker(&self) -> Option<Waker> {
+        self.lock().waker.take()
+    }
+
+    /// Marks it refused with `error`; returns the waker to wake once the core's lock is
+    /// released. Called under the core's lock.
+    fn fail(&self, error: AcquireError<A>) -> Option<Waker> {
+        let mut inner = self.lock();
+        inner.error = Some(error);
+        self.state.store(FAILED, Ordering::Release);
+        inner.waker.take()
     }
 
     /// The outcome if decided; otherwise registers `waker` and returns `None`.
     fn poll(&self, waker: &Waker) -> Option<Result<(), AcquireError<A>>> {
-        let mut state = self.lock();
-        match &mut *state {
-            SlotState::Waiting(registered) => {
-                if !registered.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                    *registered = Some(waker.clone());
+        if self.state.load(Ordering::Acquire) == GRANTED {
+            return Some(Ok(()));
+        }
+        let mut inner = self.lock();
+        match self.state.load(Ordering::Acquire) {
+            GRANTED => Some(Ok(())),
+            FAILED => Some(Err(inner.error.unwrap_or(AcquireError::Closed))),
+            _ => {
+                if !inner.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    inner.waker = Some(waker.clone());
                 }
                 None
             }
-            SlotState::Granted => Some(Ok(())),
-            SlotState::Failed(error) => Some(Err(*error)),
         }
     }
 
+    /// Whether it was granted. Exact under the core's lock, where decisions are made.
     fn is_granted(&self) -> bool {
-        matches!(*self.lock(), SlotState::Granted)
+        self.state.load(Ordering::Acquire) == GRANTED
     }
 }
 
@@ -243,21 +295,32 @@ impl<'a, A: Amount> RawAcquire<'a, A> {
         }
     }
 
-    /// First poll: granted at once, refused at once, or queued.
+    /// First poll: granted at once, refused at once, or queued (with `cx`'s waker).
     fn start(&mut self, cx: &Context<'_>) -> Option<Result<(), AcquireError<A>>> {
+        // When others are queued this request will almost surely wait: read the clock
+        // and allocate its slot before taking the lock, not under it.
+        let mut prepared = self
+            .shared
+            .probably_waiting()
+            .then(|| (self.shared.clock.now(), Arc::new(Slot::new(cx.waker()))));
         let mut core = self.shared.lock();
         match core.offer(self.need, self.holding) {
             Ok(Offer::Granted) => return Some(Ok(())),
             Err(error) => return Some(Err(error)),
             Ok(Offer::MustWait) => {}
         }
-        let now = self.shared.clock.now();
+        let (now, slot) = prepared
+            .take()
+            .unwrap_or_else(|| (self.shared.clock.now(), Arc::new(Slot::new(cx.waker()))));
         let deadline = self.timeout.map(|timeout| now + timeout);
-        let slot = Arc::new(Slot::new(cx.waker()));
-        match core.enqueue(self.need, self.holding, now, deadline, Arc::clone(&slot)) {
+        let queued = core.enqueue(self.need, self.holding, now, deadline, Arc::clone(&slot));
+        self.shared
+            .waiters_hint
+            .store(core.waiters(), Ordering::Relaxed);
+        drop(core);
+        match queued {
             Err(error) => Some(Err(error)),
             Ok(id) => {
-                drop(core);
                 let sleep = deadline.map(|deadline| {
                     Box::pin(tokio::time::sleep_until(
                         self.shared.clock.instant_at(deadline),
@@ -268,41 +331,27 @@ impl<'a, A: Amount> RawAcquire<'a, A> {
             }
         }
     }
-}
 
-impl<A: Amount> Future for RawAcquire<'_, A> {
-    type Output = Result<(), AcquireError<A>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if matches!(this.state, AcquireState::Init)
-            && let Some(outcome) = this.start(cx)
-        {
-            this.state = AcquireState::Done;
-            return Poll::Ready(outcome);
-        }
-        let AcquireState::Waiting { id, slot, sleep } = &mut this.state else {
-            panic!("RawAcquire polled after it completed");
+    /// Polls the timer, if any; on expiry refuses the request unless it was decided.
+    fn poll_timeout(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), AcquireError<A>>> {
+        let AcquireState::Waiting { id, slot, sleep } = &mut self.state else {
+            return Poll::Pending;
         };
-        if let Some(outcome) = slot.poll(cx.waker()) {
-            this.state = AcquireState::Done;
-            return Poll::Ready(outcome);
-        }
         let Some(sleep) = sleep else {
             return Poll::Pending;
         };
         if sleep.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
-        let mut core = this.shared.lock();
-        let now = this.shared.clock.now();
+        let mut core = self.shared.lock();
+        let now = self.shared.clock.now();
         let outcome = match core.time_out(*id, now) {
             Some((_, waited)) => {
-                this.shared.settle(core);
+                self.shared.settle(core, Some(now));
                 Err(AcquireError::Timeout { waited })
             }
             None => {
-                // Decided (under the lock we hold) between our two looks at the slot.
+                // Decided (under the lock we held) since we looked at the slot.
                 drop(core);
                 match slot.poll(cx.waker()) {
                     Some(outcome) => outcome,
@@ -310,8 +359,33 @@ impl<A: Amount> Future for RawAcquire<'_, A> {
                 }
             }
         };
-        this.state = AcquireState::Done;
+        self.state = AcquireState::Done;
         Poll::Ready(outcome)
+    }
+}
+
+impl<A: Amount> Future for RawAcquire<'_, A> {
+    type Output = Result<(), AcquireError<A>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match &this.state {
+            AcquireState::Init => {
+                if let Some(outcome) = this.start(cx) {
+                    this.state = AcquireState::Done;
+                    return Poll::Ready(outcome);
+                }
+                // Queued with this waker: only the timer is left to arm.
+            }
+            AcquireState::Waiting { slot, .. } => {
+                if let Some(outcome) = slot.poll(cx.waker()) {
+                    this.state = AcquireState::Done;
+                    return Poll::Ready(outcome);
+                }
+            }
+            AcquireState::Done => panic!("RawAcquire polled after it completed"),
+        }
+        this.poll_timeout(cx)
     }
 }
 
@@ -320,14 +394,15 @@ impl<A: Amount> Drop for RawAcquire<'_, A> {
         let AcquireState::Waiting { id, slot, .. } = &self.state else {
             return;
         };
+        let now = self.shared.now_if_waiting();
         let mut core = self.shared.lock();
         if core.cancel(*id).is_some() {
             // It may have been the head that held the others back.
-            self.shared.settle(core);
+            self.shared.settle(core, now);
         } else if slot.is_granted() {
             // Granted, but nobody will ever use it: give it back.
             core.release(self.need);
-            self.shared.settle(core);
+            self.shared.settle(core, now);
         }
     }
 }

@@ -22,6 +22,22 @@ use super::amount::Amount;
 ///
 /// `dropped_*`, `expired` and `superseded` stay zero. Conservation holds at every instant:
 /// `offered = delivered + rejected + depth`, and `rejected` is the sum of the six reasons.
+///
+/// # Examples
+///
+/// ```
+/// use weir_flow::semaphore::{Semaphore, SemaphoreConfig};
+///
+/// let sem = Semaphore::new(SemaphoreConfig::new(10));
+/// let held = sem.try_acquire(8).expect("free");
+/// assert!(sem.try_acquire(5).is_err());
+/// let stats = sem.semaphore_stats();
+/// assert_eq!((stats.total, stats.held, stats.available), (10, 8, 2));
+/// assert_eq!((stats.flow.offered, stats.flow.delivered, stats.flow.rejected), (2, 1, 1));
+/// assert_eq!(stats.rejected_no_permits, 1);
+/// assert!(stats.flow.is_conserved());
+/// # drop(held);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreStats<A: Amount = u64> {

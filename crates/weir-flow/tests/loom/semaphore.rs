@@ -12,6 +12,15 @@ use weir_flow::semaphore::{AcquireError, Oversize, Permit, Semaphore, SemaphoreC
 
 type Acquire = Pin<Box<dyn Future<Output = Result<Permit, AcquireError>> + Send>>;
 
+/// Explores `f` under loom with at most three preemptions per execution (as tokio's own
+/// loom CI does): enough for every race between two or three operations here, while
+/// keeping each model to seconds.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
 fn semaphore(total: u64) -> Semaphore {
     Semaphore::new(SemaphoreConfig {
         total,
@@ -43,7 +52,7 @@ fn assert_idle(sem: &Semaphore, total: u64) {
 /// granted and woken whichever wins, and nothing may leak.
 #[test]
 fn release_vs_cancel_of_the_head() {
-    loom::model(|| {
+    model(|| {
         let sem = semaphore(1);
         let held = sem.try_acquire(1).expect("free");
         let head = queued(&sem, 1);
@@ -63,7 +72,7 @@ fn release_vs_cancel_of_the_head() {
 /// queued and woken, never lost.
 #[test]
 fn release_vs_acquire() {
-    loom::model(|| {
+    model(|| {
         let sem = semaphore(1);
         let held = sem.try_acquire(1).expect("free");
         let acquirer = {
@@ -77,12 +86,10 @@ fn release_vs_acquire() {
 }
 
 /// Two acquirers race for one permit: one is granted at once, the other is queued and
-/// woken by the first one's release. Bounded preemptions keep the model small.
+/// woken by the first one's release.
 #[test]
 fn acquire_vs_acquire() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
+    model(|| {
         let sem = semaphore(1);
         let acquirers: Vec<_> = (0..2)
             .map(|_| {
@@ -101,7 +108,7 @@ fn acquire_vs_acquire() {
 /// waiter that fits is woken, and what is held adds up.
 #[test]
 fn shrink_vs_cancel_vs_acquire() {
-    loom::model(|| {
+    model(|| {
         let sem = semaphore(2);
         let mut held = sem.try_acquire(2).expect("free");
         let cancelled = queued(&sem, 2);
@@ -121,7 +128,7 @@ fn shrink_vs_cancel_vs_acquire() {
 /// `close` races a waiter being queued: the waiter ends, granted or closed, never hung.
 #[test]
 fn close_vs_acquire() {
-    loom::model(|| {
+    model(|| {
         let sem = semaphore(1);
         let held = sem.try_acquire(1).expect("free");
         let waiter = {
@@ -146,7 +153,7 @@ fn close_vs_acquire() {
 /// thread: the poll sees the grant or is woken for it.
 #[test]
 fn grant_vs_poll() {
-    loom::model(|| {
+    model(|| {
         let sem = semaphore(1);
         let held = sem.try_acquire(1).expect("free");
         let head = queued(&sem, 1);

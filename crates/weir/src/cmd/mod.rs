@@ -2,6 +2,7 @@
 //! returning the process exit code.
 
 pub mod lab;
+pub mod run;
 pub mod status;
 pub mod validate;
 pub mod wal;

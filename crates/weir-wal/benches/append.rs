@@ -1,0 +1,208 @@
+//! Append and read throughput of the WAL against raw file I/O, in the same run.
+//!
+//! `cargo bench -p weir-wal --bench append` prints a table. For each record size (100 B,
+//! 1 KiB, 64 KiB) and appender count (1, 8), the WAL appends for a fixed time with group
+//! commit (`sync = always`); then a baseline writes the same bytes with `write_all` +
+//! `sync_data` at the same cadence (the same number of bytes per fsync the WAL
+//! achieved). Reads compare a cursor reading everything back with a raw sequential read
+//! of the same segment files. `WEIR_BENCH_SECS` sets the time per case (default 2).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
+
+struct Run {
+    records: u64,
+    bytes: u64,
+    fsyncs: u64,
+    secs: f64,
+}
+
+fn config(dir: &Path) -> WalConfig {
+    WalConfig::builder(dir)
+        .max_disk(16 << 30)
+        .segment_bytes(64 << 20)
+        .max_pending_bytes(32 << 20)
+        .on_full(OnFull::Reject)
+        .cursor("reader", CursorConfig::default())
+        .build()
+        .expect("bench config")
+}
+
+/// Records per batch: about 16 KiB of payload per batch, at least one record.
+fn per_batch(size: usize) -> usize {
+    (16 * 1024 / size).max(1)
+}
+
+async fn wal_run(dir: &Path, size: usize, appenders: usize, secs: f64) -> Run {
+    let (wal, _) = Wal::open(config(dir)).expect("open");
+    let stop = Arc::new(AtomicBool::new(false));
+    let payload = vec![0x5au8; size];
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..appenders {
+        let (wal, stop, payload) = (wal.clone(), Arc::clone(&stop), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let mut b = Batch::new();
+                for _ in 0..per_batch(size) {
+                    b.push(&payload).expect("record size");
+                }
+                wal.append(b).await.expect("append");
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("appender");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let s = wal.stats();
+    wal.close().await;
+    Run {
+        records: s.appended_records,
+        bytes: s.appended_bytes,
+        fsyncs: s.fsyncs,
+        secs,
+    }
+}
+
+/// The same bytes, `fsyncs` chunks of `write_all` + `sync_data`.
+fn baseline(dir: &Path, bytes: u64, fsyncs: u64) -> f64 {
+    let mut f = File::create(dir.join("baseline")).expect("create");
+    let chunk = (bytes / fsyncs.max(1)).max(1) as usize;
+    let buf = vec![0x5au8; chunk];
+    let started = Instant::now();
+    let mut left = bytes;
+    while left > 0 {
+        let n = (chunk as u64).min(left) as usize;
+        f.write_all(&buf[..n]).expect("write");
+        f.sync_data().expect("sync");
+        left -= n as u64;
+    }
+    started.elapsed().as_secs_f64()
+}
+
+async fn read_cursor(dir: &Path) -> (u64, f64) {
+    let (wal, _) = Wal::open(config(dir)).expect("open");
+    let mut reader = wal.reader("reader").expect("reader");
+    let end = wal.durable_end();
+    let started = Instant::now();
+    let mut bytes = 0u64;
+    while reader.position() < end {
+        let b = reader
+            .try_read(ReadLimits {
+                max_records: 4096,
+                max_bytes: 4 << 20,
+            })
+            .await
+            .expect("read");
+        bytes += b
+            .records
+            .iter()
+            .map(|r| r.payload.len() as u64)
+            .sum::<u64>();
+    }
+    (bytes, started.elapsed().as_secs_f64())
+}
+
+fn read_raw(dir: &Path) -> (u64, f64) {
+    let started = Instant::now();
+    let mut total = 0u64;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let mut f = File::open(p).expect("open");
+        loop {
+            let n = f.read(&mut buf).expect("read");
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+    }
+    (total, started.elapsed().as_secs_f64())
+}
+
+fn mb(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / secs / 1e6
+}
+
+fn main() {
+    let secs: f64 = std::env::var("WEIR_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "append: WAL (group commit, sync=always) vs write_all+sync_data at the same bytes per fsync"
+    );
+    println!(
+        "{:>8} {:>9} {:>12} {:>10} {:>10} {:>12} {:>12} {:>7}",
+        "record",
+        "appenders",
+        "records/s",
+        "WAL MB/s",
+        "fsyncs/s",
+        "bytes/fsync",
+        "raw MB/s",
+        "ratio"
+    );
+    let mut read_dir = None;
+    for size in [100usize, 1024, 64 * 1024] {
+        for appenders in [1usize, 8] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let run = rt.block_on(wal_run(dir.path(), size, appenders, secs));
+            let raw_secs = baseline(dir.path(), run.bytes, run.fsyncs);
+            let wal_mb = mb(run.bytes, run.secs);
+            let raw_mb = mb(run.bytes, raw_secs);
+            println!(
+                "{:>8} {:>9} {:>12.0} {:>10.1} {:>10.0} {:>12} {:>12.1} {:>7.2}",
+                size,
+                appenders,
+                run.records as f64 / run.secs,
+                wal_mb,
+                run.fsyncs as f64 / run.secs,
+                run.bytes / run.fsyncs.max(1),
+                raw_mb,
+                wal_mb / raw_mb
+            );
+            if size == 1024 && appenders == 8 {
+                let _ = std::fs::remove_file(dir.path().join("baseline"));
+                read_dir = Some(dir);
+            }
+        }
+    }
+    if let Some(dir) = read_dir {
+        let (raw_bytes, raw_secs) = read_raw(dir.path()); // also warms the page cache
+        let (bytes, secs) = rt.block_on(read_cursor(dir.path()));
+        let (raw_bytes2, raw_secs2) = read_raw(dir.path());
+        let raw = mb(raw_bytes2, raw_secs2).max(mb(raw_bytes, raw_secs));
+        println!();
+        println!(
+            "read (1 KiB records, page cache warm): cursor vs raw sequential read of the segment files"
+        );
+        println!(
+            "cursor {:.1} MB/s of payload ({} MB), raw {:.1} MB/s, ratio {:.2}",
+            mb(bytes, secs),
+            bytes / 1_000_000,
+            raw,
+            mb(bytes, secs) / raw
+        );
+    }
+}

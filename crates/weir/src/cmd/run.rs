@@ -1,0 +1,58 @@
+//! `weir run CONFIG`: runs the pipeline until SIGTERM or SIGINT.
+//!
+//! Logs go to stderr through a bounded, lossy writer (`WEIR_LOG` sets the level or
+//! filter, default `info`). Exits 0 after a graceful shutdown; 1 with every configuration error (one per line
+//! on stderr, each naming its key) or a startup failure; 130 on a second signal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::config::Config;
+
+/// Arguments of `weir run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The configuration file (TOML).
+    pub config: PathBuf,
+}
+
+/// Runs `weir run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = match Config::load(&args.config) {
+        Ok(config) => config,
+        Err(errors) => {
+            for error in errors.errors() {
+                eprintln!("error: {error}");
+            }
+            eprintln!("{}: invalid, not started", args.config.display());
+            return Ok(ExitCode::from(1));
+        }
+    };
+    for warning in config.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    // Logs go through the bounded, lossy writer; WEIR_LOG sets the level (default info).
+    let level = std::env::var("WEIR_LOG").unwrap_or_else(|_| "info".to_owned());
+    let log = match crate::logging::init(
+        &level,
+        config.runtime.log_queue.get(),
+        config.runtime.log_line_max_bytes.bytes(),
+    ) {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            eprintln!("warning: logging not set up ({e}); continuing without logs");
+            None
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weir")
+        .build()?;
+    let result = runtime.block_on(crate::runtime::run(config, log.clone()));
+    // Blocking reads of stdin (file source "-") must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Some(log) = log {
+        log.shutdown();
+    }
+    result.map(|()| ExitCode::SUCCESS)
+}

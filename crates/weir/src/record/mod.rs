@@ -1,0 +1,62 @@
+//! The record every source produces and every sink writes.
+//!
+//! - [`wire`]: the compact, versioned binary form a record takes inside the WAL
+//!   ([`Record::encode_into`], [`Record::decode`]).
+//! - [`ndjson`]: the one-JSON-object-per-line form text sinks write
+//!   ([`Record::write_ndjson`]).
+
+mod ndjson;
+mod wire;
+
+use std::sync::Arc;
+
+pub use self::ndjson::EncodeError;
+#[allow(unused_imports, reason = "the record format's public API")]
+pub use self::wire::{DecodeError, WIRE_VERSION, peek_source};
+
+/// One record: what a source read, on its way through the WAL to the sinks.
+///
+/// Sinks that write text render it as one JSON object per line:
+/// `{"source", "key", "ts", "payload", "attributes"}`, where `payload` is the payload's
+/// own JSON when it parses as JSON and a string otherwise.
+///
+/// # Examples
+///
+/// ```ignore
+/// // `weir` is a binary crate, so rustdoc does not run this; the same code is the unit
+/// // test `record::wire::tests::round_trip_example`.
+/// let record = Record {
+///     source: "gen".into(),
+///     key: "k1".into(),
+///     timestamp_ms: 1_700_000_000_000,
+///     payload: bytes::Bytes::from_static(br#"{"t":21.5}"#),
+///     attributes: vec![("unit".into(), "C".into())],
+/// };
+/// let mut wire = Vec::new();
+/// record.encode_into(&mut wire);
+/// assert_eq!(Record::decode(bytes::Bytes::from(wire))?, record);
+///
+/// let mut line = Vec::new();
+/// record.write_ndjson(&mut line)?;
+/// assert_eq!(line, br#"{"source":"gen","key":"k1","ts":1700000000000,"payload":{"t":21.5},"attributes":{"unit":"C"}}"#.to_vec());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The name of the source (its `[sources.NAME]`).
+    pub source: Arc<str>,
+    /// The key: MQTT topic, NATS subject, generator key, or empty.
+    pub key: String,
+    /// When the source read it, in milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+    /// The payload bytes, as received.
+    pub payload: bytes::Bytes,
+    /// Attributes set by the source (e.g. `mqtt.qos`), sorted by name, usually empty.
+    pub attributes: Vec<(String, String)>,
+}
+
+/// Milliseconds since the Unix epoch, now (0 if the clock is before 1970).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,151 @@
+//! The text form of a record: one JSON object per line,
+//! `{"source","key","ts","payload","attributes"}`.
+//!
+//! `payload` is the payload's own JSON when it parses as JSON (written compactly on one
+//! line), a JSON string when it is UTF-8 text, and otherwise the record cannot be
+//! written as text: [`EncodeError::NotText`], and the sink quarantines it.
+
+use super::Record;
+
+/// A record that has no NDJSON form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The payload is neither JSON nor UTF-8 text.
+    #[error(
+        "payload of {len} bytes is neither JSON nor UTF-8 text (invalid byte at {valid_up_to}); \
+         an NDJSON sink cannot write it: use a Parquet sink for binary payloads"
+    )]
+    NotText {
+        /// Payload length.
+        len: usize,
+        /// Where the UTF-8 check failed.
+        valid_up_to: usize,
+    },
+}
+
+impl Record {
+    /// Appends the record's NDJSON line, newline included, to `out`. On error `out` is
+    /// left as it was.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError::NotText`] if the payload is neither JSON nor UTF-8.
+    pub fn write_ndjson(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let start = out.len();
+        out.extend_from_slice(b"{\"source\":");
+        write_json_str(out, &self.source);
+        out.extend_from_slice(b",\"key\":");
+        write_json_str(out, &self.key);
+        out.extend_from_slice(b",\"ts\":");
+        out.extend_from_slice(self.timestamp_ms.to_string().as_bytes());
+        out.extend_from_slice(b",\"payload\":");
+        if let Err(err) = write_payload(out, &self.payload) {
+            out.truncate(start);
+            return Err(err);
+        }
+        out.extend_from_slice(b",\"attributes\":{");
+        for (i, (name, value)) in self.attributes.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_json_str(out, name);
+            out.push(b':');
+            write_json_str(out, value);
+        }
+        out.extend_from_slice(b"}}\n");
+        Ok(())
+    }
+}
+
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Serializing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn write_payload(out: &mut Vec<u8>, payload: &[u8]) -> Result<(), EncodeError> {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() {
+        let trimmed = payload.trim_ascii();
+        if !trimmed.contains(&b'\n') && !trimmed.contains(&b'\r') {
+            out.extend_from_slice(trimmed);
+            return Ok(());
+        }
+        // Pretty-printed JSON: re-serialize compactly so the line stays one line.
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(payload)
+            && serde_json::to_writer(&mut *out, &value).is_ok()
+        {
+            return Ok(());
+        }
+    }
+    match std::str::from_utf8(payload) {
+        Ok(text) => {
+            write_json_str(out, text);
+            Ok(())
+        }
+        Err(e) => Err(EncodeError::NotText {
+            len: payload.len(),
+            valid_up_to: e.valid_up_to(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn record(payload: &'static [u8]) -> Record {
+        Record {
+            source: "gen".into(),
+            key: "k1".into(),
+            timestamp_ms: 1_700_000_000_000,
+            payload: Bytes::from_static(payload),
+            attributes: vec![("unit".into(), "C".into())],
+        }
+    }
+
+    fn line(r: &Record) -> String {
+        let mut out = Vec::new();
+        r.write_ndjson(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn json_payload_is_embedded() {
+        assert_eq!(
+            line(&record(br#" {"t":21.5} "#)),
+            "{\"source\":\"gen\",\"key\":\"k1\",\"ts\":1700000000000,\"payload\":{\"t\":21.5},\"attributes\":{\"unit\":\"C\"}}\n"
+        );
+    }
+
+    #[test]
+    fn pretty_json_stays_on_one_line() {
+        let l = line(&record(b"{\n  \"a\": [1, 2]\n}"));
+        assert_eq!(l.matches('\n').count(), 1);
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        assert_eq!(v["payload"]["a"][1], 2);
+    }
+
+    #[test]
+    fn text_payload_is_a_string() {
+        let l = line(&record(b"hello \"world\"\n"));
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        assert_eq!(v["payload"], "hello \"world\"\n");
+        assert_eq!(l.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn binary_payload_is_refused_and_leaves_out_untouched() {
+        let mut out = b"before".to_vec();
+        let err = record(b"\xff\xfe").write_ndjson(&mut out).unwrap_err();
+        assert_eq!(
+            err,
+            EncodeError::NotText {
+                len: 2,
+                valid_up_to: 0
+            }
+        );
+        assert_eq!(out, b"before");
+    }
+}

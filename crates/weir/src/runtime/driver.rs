@@ -1,0 +1,407 @@
+//! The sink driver: one per sink, two tasks joined by a bounded channel.
+//!
+//! ```text
+//! WAL ──read(cursor)──▶ reader task ──channel (channel_batches)──▶ writer task ──▶ Sink
+//!          ▲                                                           │
+//!          └──────────── commit(offset) ◀── acks (watch) ◀─────────────┘
+//! ```
+//!
+//! - The **reader task** owns the WAL [`Reader`]: it reads up to `read_batch_records`
+//!   records and `read_batch_bytes` bytes, skips records of sources not in the sink's
+//!   `inputs` (they still advance the cursor), decodes the rest and sends them on. The
+//!   channel holds `channel_batches` (2) batches, so it holds at most that many times
+//!   the read size. It also commits the cursor to whatever the writer acknowledged.
+//! - The **writer task** hands each batch to the [`Sink`]; a failure is retried with
+//!   capped exponential backoff (`retry = { initial, max }`) and the sink shows
+//!   `failed` meanwhile. It acknowledges the offset the sink reports durable.
+//!
+//! A slow or failing sink only stops its own cursor. Whether that holds back the WAL is
+//! decided by the WAL's cursor policy (`required`, `max_lag`), never by the driver.
+//!
+//! Records the sink cannot encode go to the [`Quarantine`] with the reason, counted.
+//!
+//! A sink that lost accepted records on a failure (the Parquet writer abandons its
+//! open file) makes [`run`] return [`Outcome::Rewind`]: the caller waits the retry
+//! delay and runs the driver again with a new reader, which starts at the committed
+//! cursor, so nothing is skipped.
+//!
+//! Shutdown: [`Phase::Drain`] reads up to the given offset (the durable end once the
+//! sources have stopped), writes it, finishes the sink and commits; [`Phase::Stop`]
+//! stops reading and writing at once and commits what was acknowledged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch};
+use weir_wal::{ReadBatch, ReadLimits, Reader};
+
+use super::stats::{SinkStats, add};
+use crate::quarantine::Quarantine;
+use crate::record::{Record, peek_source};
+use crate::sinks::{Sink, SinkBatch, Unencodable};
+use crate::telemetry::State;
+
+/// How a driver run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Drained or stopped: the sink is finished.
+    Finished,
+    /// The sink lost uncommitted records: run again from the committed cursor.
+    Rewind,
+}
+
+/// What the driver should be doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Follow the WAL.
+    Run,
+    /// Read up to this offset, store it, then finish.
+    Drain(u64),
+    /// Stop now; commit what is stored.
+    Stop,
+}
+
+/// How a driver is set up.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// The sink's name (for logs).
+    pub name: String,
+    /// The sources whose records it takes.
+    pub inputs: Vec<String>,
+    /// Read bounds.
+    pub limits: ReadLimits,
+    /// Batches the WAL → sink channel holds.
+    pub channel_batches: usize,
+    /// First retry delay.
+    pub retry_initial: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+}
+
+/// Runs a sink driver until it has drained or been stopped.
+///
+/// # Cancel safety
+///
+/// Not meant to be cancelled: drive it to completion through `phase`. If it is
+/// dropped, nothing acknowledged is lost (the cursor only lags).
+pub async fn run(
+    config: DriverConfig,
+    reader: Reader,
+    mut sink: Sink,
+    stats: Arc<SinkStats>,
+    phase: watch::Receiver<Phase>,
+    quarantine: Quarantine,
+) -> (Sink, Outcome) {
+    sink.resume_at(reader.position());
+    stats.channel.clear();
+    stats.component.set_state(State::Running);
+    let (tx, rx) = mpsc::channel(config.channel_batches.max(1));
+    let (ack_tx, ack_rx) = watch::channel(reader.committed());
+    let mut writer = tokio::spawn(write_loop(
+        config.clone(),
+        sink,
+        rx,
+        ack_tx,
+        Arc::clone(&stats),
+        phase.clone(),
+        quarantine,
+    ));
+    read_loop(config, reader, tx, ack_rx, Arc::clone(&stats), phase).await;
+    let (sink, outcome) = match (&mut writer).await {
+        Ok(done) => done,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    if outcome == Outcome::Finished {
+        stats.component.set_state(State::Stopped);
+    }
+    (sink, outcome)
+}
+
+async fn read_loop(
+    config: DriverConfig,
+    mut reader: Reader,
+    tx: mpsc::Sender<Arc<SinkBatch>>,
+    mut acks: watch::Receiver<u64>,
+    stats: Arc<SinkStats>,
+    mut phase: watch::Receiver<Phase>,
+) {
+    let inputs: Vec<Arc<str>> = config
+        .inputs
+        .iter()
+        .map(|s| Arc::from(s.as_str()))
+        .collect();
+    let mut tx = Some(tx);
+    loop {
+        let current = if phase.has_changed().is_err() {
+            Phase::Stop
+        } else {
+            *phase.borrow_and_update()
+        };
+        let done_reading = match current {
+            Phase::Run => false,
+            Phase::Drain(until) => reader.position() >= until,
+            Phase::Stop => true,
+        };
+        if done_reading {
+            // Closing the channel tells the writer to finish.
+            tx = None;
+        }
+        tokio::select! {
+            biased;
+            changed = acks.changed() => {
+                if changed.is_err() {
+                    break; // the writer is done
+                }
+                let offset = *acks.borrow_and_update();
+                commit(&mut reader, offset, &config.name).await;
+            }
+            _ = phase.changed(), if current != Phase::Stop => {}
+            read = read_next(&mut reader, tx.as_ref(), config.limits), if tx.is_some() => {
+                match read {
+                    Ok((permit, batch)) => {
+                        let batch = decode(batch, &inputs, &stats, &config.name);
+                        stats.channel.push(batch.bytes);
+                        permit.send(Arc::new(batch));
+                    }
+                    Err(message) => {
+                        stats.component.set_state(State::Failed(message));
+                        tokio::time::sleep(config.retry_max.min(Duration::from_secs(1))).await;
+                    }
+                }
+            }
+        }
+    }
+    let offset = *acks.borrow();
+    commit(&mut reader, offset, &config.name).await;
+}
+
+/// Waits for room in the channel, then reads (both cancel-safe).
+async fn read_next<'a>(
+    reader: &mut Reader,
+    tx: Option<&'a mpsc::Sender<Arc<SinkBatch>>>,
+    limits: ReadLimits,
+) -> Result<(mpsc::Permit<'a, Arc<SinkBatch>>, ReadBatch), String> {
+    let Some(tx) = tx else {
+        return std::future::pending().await;
+    };
+    let permit = match tx.reserve().await {
+        Ok(p) => p,
+        Err(_) => return std::future::pending().await,
+    };
+    let batch = reader.read(limits).await.map_err(|e| e.to_string())?;
+    Ok((permit, batch))
+}
+
+async fn commit(reader: &mut Reader, offset: u64, name: &str) {
+    if offset <= reader.committed() {
+        return;
+    }
+    if let Err(e) = reader.commit(offset).await {
+        tracing::warn!("sink {name}: saving its cursor at {offset} failed: {e}");
+    }
+}
+
+/// Keeps the records of the sink's inputs, decoded; counts the gap.
+fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) -> SinkBatch {
+    if let Some(gap) = batch.gap {
+        add(&stats.gaps, 1);
+        add(&stats.gap_records, gap.records());
+    }
+    let next_offset = batch.next_offset();
+    let mut records = Vec::with_capacity(batch.records.len());
+    let mut bytes = 0;
+    for wal_record in batch.records {
+        match peek_source(&wal_record.payload) {
+            Ok(source) if inputs.iter().any(|i| **i == *source) => {}
+            Ok(_) => continue,
+            Err(e) => {
+                add(&stats.unencodable, 1);
+                tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
+                continue;
+            }
+        }
+        match Record::decode(Bytes::from(wal_record.payload)) {
+            Ok(record) => {
+                bytes += record.payload.len() as u64;
+                records.push(record);
+            }
+            Err(e) => {
+                add(&stats.unencodable, 1);
+                tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
+            }
+        }
+    }
+    SinkBatch {
+        records,
+        next_offset,
+        bytes,
+    }
+}
+
+async fn write_loop(
+    config: DriverConfig,
+    mut sink: Sink,
+    mut rx: mpsc::Receiver<Arc<SinkBatch>>,
+    acks: watch::Sender<u64>,
+    stats: Arc<SinkStats>,
+    mut phase: watch::Receiver<Phase>,
+    quarantine: Quarantine,
+) -> (Sink, Outcome) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rejects = Vec::new();
+    let ack = |offset: Option<u64>| {
+        if let Some(offset) = offset {
+            acks.send_if_modified(|current| {
+                let newer = offset > *current;
+                if newer {
+                    *current = offset;
+                }
+                newer
+            });
+        }
+    };
+    loop {
+        tokio::select! {
+            biased;
+            _ = stopped(&mut phase) => return (sink, Outcome::Finished),
+            batch = rx.recv() => {
+                let Some(batch) = batch else { break };
+                stats.channel.pop();
+                match write_with_retry(&config, &mut sink, &batch, &mut rejects, &stats, &mut phase).await {
+                    Step::Stored(durable) => {
+                        to_quarantine(&config.name, &mut rejects, &stats, &quarantine).await;
+                        ack(durable);
+                    }
+                    Step::Stopped => return (sink, Outcome::Finished),
+                    Step::Rewind => return (sink, Outcome::Rewind),
+                }
+            }
+            _ = tick.tick() => {
+                match sink.tick().await {
+                    Ok(durable) => ack(durable),
+                    Err(e) => stats.component.set_state(State::Failed(e.to_string())),
+                }
+            }
+        }
+    }
+    match sink.finish().await {
+        Ok(durable) => ack(durable),
+        Err(e) => tracing::warn!("sink {}: closing failed: {e}", config.name),
+    }
+    (sink, Outcome::Finished)
+}
+
+/// How a write ended.
+enum Step {
+    /// Stored; the durable offset if it moved.
+    Stored(Option<u64>),
+    /// The driver was stopped first.
+    Stopped,
+    /// The sink lost uncommitted records: rewind.
+    Rewind,
+}
+
+/// Writes until it succeeds (returning the durable offset), the driver is stopped, or
+/// the sink needs a rewind.
+async fn write_with_retry(
+    config: &DriverConfig,
+    sink: &mut Sink,
+    batch: &Arc<SinkBatch>,
+    rejects: &mut Vec<Unencodable>,
+    stats: &SinkStats,
+    phase: &mut watch::Receiver<Phase>,
+) -> Step {
+    let mut delay = config.retry_initial;
+    loop {
+        let result = tokio::select! {
+            biased;
+            _ = stopped(phase) => return Step::Stopped,
+            result = sink.write(batch, rejects) => result,
+        };
+        match result {
+            Ok(written) => {
+                stats.component.set_state(State::Running);
+                add(
+                    &stats.records,
+                    batch.records.len() as u64 - written.unencodable,
+                );
+                add(&stats.batches, 1);
+                stats
+                    .buffered_bytes
+                    .store(written.buffered_bytes, std::sync::atomic::Ordering::Relaxed);
+                return Step::Stored(written.durable_through);
+            }
+            Err(e) if e.needs_rewind() => {
+                rejects.clear();
+                add(&stats.retries, 1);
+                tracing::warn!(
+                    "sink {}: {e}; reading again from its committed cursor",
+                    config.name
+                );
+                stats.component.set_state(State::Failed(e.to_string()));
+                return Step::Rewind;
+            }
+            Err(e) => {
+                rejects.clear();
+                add(&stats.retries, 1);
+                tracing::warn!(
+                    "sink {}: write failed, retrying in {delay:?}: {e}",
+                    config.name
+                );
+                stats.component.set_state(State::Failed(e.to_string()));
+                tokio::select! {
+                    biased;
+                    _ = stopped(phase) => return Step::Stopped,
+                    () = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(config.retry_max);
+            }
+        }
+    }
+}
+
+/// Records a sink could not encode: counted, and written to the quarantine with the
+/// reason (the quarantine counts what its budget refuses).
+async fn to_quarantine(
+    name: &str,
+    rejects: &mut Vec<Unencodable>,
+    stats: &SinkStats,
+    quarantine: &Quarantine,
+) {
+    if rejects.is_empty() {
+        return;
+    }
+    add(&stats.unencodable, rejects.len() as u64);
+    let items = std::mem::take(rejects);
+    let (q, sink) = (quarantine.clone(), name.to_owned());
+    let result = tokio::task::spawn_blocking(move || {
+        let mut first_error = None;
+        for u in &items {
+            if let Err(e) = q.put(&sink, &u.reason.to_string(), &u.record.payload) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Err(e) = q.sync() {
+            first_error.get_or_insert(e);
+        }
+        (items.len(), first_error)
+    })
+    .await;
+    match result {
+        Ok((n, None)) => {
+            tracing::warn!("sink {name}: {n} records could not be encoded; quarantined")
+        }
+        Ok((n, Some(e))) => tracing::warn!(
+            "sink {name}: {n} records could not be encoded; quarantining failed: {e}"
+        ),
+        Err(e) => tracing::warn!("sink {name}: quarantining was cancelled: {e}"),
+    }
+}
+
+/// Resolves once the phase is [`Phase::Stop`].
+/// A dropped phase sender counts as [`Phase::Stop`].
+async fn stopped(phase: &mut watch::Receiver<Phase>) {
+    let _ = phase.wait_for(|p| *p == Phase::Stop).await;
+}

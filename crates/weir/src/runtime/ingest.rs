@@ -1,0 +1,256 @@
+//! The source → WAL path: admission, then an append that completes once durable.
+//!
+//! Every source holds an [`Ingest`]. A batch goes through two bounds before the WAL:
+//!
+//! 1. a **ticket** from the source's own semaphore (`max_uncommitted_tickets`, 64): at
+//!    most that many of its batches are on their way to durability at once;
+//! 2. a **slot** in the source → WAL channel shared by all sources: a
+//!    [`DualSemaphore`] of `wal.channel_batches` (256) batches and
+//!    `wal.max_pending_bytes` (8 MiB) bytes.
+//!
+//! Both are futures (FIFO, cancel-safe): waiting never parks a thread. Then
+//! [`Admission::append`] hands the batch to the WAL's writer thread and resolves once
+//! the WAL reports it durable; only then may the source acknowledge.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weir_flow::semaphore::{
+    AcquireError, DualAmount, DualPermit, DualSemaphore, Permit, Semaphore, SemaphoreConfig,
+};
+use weir_wal::{AppendError, Batch, OnFull, Wal};
+
+use super::stats::{SourceStats, add};
+
+/// Why a batch was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdmitError {
+    /// Not admitted within the deadline.
+    #[error("the WAL did not admit the batch within {0:?}; retry later")]
+    Timeout(Duration),
+    /// Larger than the source → WAL channel's byte bound.
+    #[error(
+        "a batch of {bytes} bytes is larger than wal.max_pending_bytes ({max} bytes); \
+         send smaller batches or raise wal.max_pending_bytes"
+    )]
+    TooLarge {
+        /// The batch's encoded size.
+        bytes: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// Too many requests are already waiting, or the pipeline is shutting down.
+    #[error("the WAL is not admitting batches (too many waiting, or shutting down); retry later")]
+    Unavailable,
+}
+
+/// The handle a source ingests through. Cheap to clone.
+#[derive(Clone)]
+pub struct Ingest {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    wal: Wal,
+    channel: DualSemaphore,
+    tickets: Semaphore,
+    max_tickets: u64,
+    stats: Arc<SourceStats>,
+}
+
+impl std::fmt::Debug for Ingest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingest").finish_non_exhaustive()
+    }
+}
+
+/// A batch's place on the way to the WAL: a ticket and a channel slot.
+#[must_use = "an admission is given back when dropped"]
+#[derive(Debug)]
+pub struct Admission {
+    ingest: Ingest,
+    _ticket: Permit,
+    _slot: DualPermit,
+}
+
+impl Ingest {
+    /// An ingest handle for one source.
+    pub fn new(
+        wal: Wal,
+        channel: DualSemaphore,
+        max_tickets: u32,
+        stats: Arc<SourceStats>,
+    ) -> Self {
+        let max_tickets = u64::from(max_tickets.max(1));
+        Ingest {
+            inner: Arc::new(Inner {
+                wal,
+                channel,
+                tickets: Semaphore::new(SemaphoreConfig::new(max_tickets)),
+                max_tickets,
+                stats,
+            }),
+        }
+    }
+
+    /// The source's counters.
+    pub fn stats(&self) -> &SourceStats {
+        &self.inner.stats
+    }
+
+    /// The source's counters, shared.
+    pub fn stats_arc(&self) -> &Arc<SourceStats> {
+        &self.inner.stats
+    }
+
+    /// Waits for a ticket and a channel slot for a batch of `bytes` encoded bytes (with
+    /// `deadline`, refused once it passes). While it waits, the source's state is
+    /// `backpressured`. Under `on_full = "block"` with a deadline, it also waits for the
+    /// WAL's disk budget to have room, so that a request is refused on time instead of
+    /// waiting inside the WAL.
+    ///
+    /// # Errors
+    ///
+    /// [`AdmitError`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future gives back whatever it held and its place in
+    /// line.
+    pub async fn admit(
+        &self,
+        bytes: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Admission, AdmitError> {
+        let inner = &self.inner;
+        let waiting = Waiting::start(&inner.stats);
+        let ticket = match deadline {
+            None => inner.tickets.acquire(1).await,
+            Some(d) => inner.tickets.acquire_timeout(1, remaining(d)).await,
+        }
+        .map_err(|e| admit_error(e, bytes, deadline))?;
+        let slot = match deadline {
+            None => inner.channel.acquire(1, bytes).await,
+            Some(d) => inner.channel.acquire_timeout(1, bytes, remaining(d)).await,
+        }
+        .map_err(|e| dual_error(e, bytes, deadline))?;
+        if let Some(d) = deadline {
+            self.wait_for_room(bytes, d).await?;
+        }
+        drop(waiting);
+        Ok(Admission {
+            ingest: self.clone(),
+            _ticket: ticket,
+            _slot: slot,
+        })
+    }
+
+    /// Under `on_full = "block"`, polls the WAL's budget until `bytes` fit or the
+    /// deadline passes.
+    async fn wait_for_room(&self, bytes: u64, deadline: Instant) -> Result<(), AdmitError> {
+        const POLL: Duration = Duration::from_millis(5);
+        loop {
+            let stats = self.inner.wal.stats();
+            if stats.on_full != OnFull::Block
+                || stats.disk_bytes.saturating_add(bytes) <= stats.max_disk
+                || stats.poisoned.is_some()
+            {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(AdmitError::Timeout(Duration::ZERO));
+            }
+            tokio::time::sleep(POLL.min(deadline - now)).await;
+        }
+    }
+
+    /// Waits until every admitted batch of this source has been answered (shutdown).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only waits.
+    pub async fn idle(&self) {
+        let _all = self.inner.tickets.acquire(self.inner.max_tickets).await;
+    }
+}
+
+impl Admission {
+    /// Appends the batch; resolves once the WAL reports it durable (then the source may
+    /// acknowledge). Counts the outcome in the source's stats.
+    ///
+    /// # Errors
+    ///
+    /// The WAL's [`AppendError`], which hands the batch back where it can.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Wal::append`]: once handed to the writer the batch may become durable even
+    /// if this future is dropped; it then counts as not acknowledged.
+    pub async fn append(self, batch: Batch) -> Result<Range<u64>, AppendError> {
+        let stats = &self.ingest.inner.stats;
+        let records = batch.len();
+        let bytes = batch.encoded_len();
+        let waiting = Waiting::start(stats);
+        let result = self.ingest.inner.wal.append(batch).await;
+        drop(waiting);
+        match &result {
+            Ok(_) => {
+                add(&stats.records, records);
+                add(&stats.bytes, bytes);
+                add(&stats.batches, 1);
+            }
+            Err(_) => {
+                add(&stats.refused_records, records);
+                add(&stats.refused_batches, 1);
+            }
+        }
+        result
+    }
+}
+
+/// Counts a wait on admission or durability; `/status` shows the source
+/// `backpressured` while one lasts longer than a moment.
+struct Waiting<'a> {
+    stats: &'a SourceStats,
+}
+
+impl<'a> Waiting<'a> {
+    fn start(stats: &'a SourceStats) -> Self {
+        stats.wait_begin();
+        Waiting { stats }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.stats.wait_end();
+    }
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+fn admit_error(e: AcquireError, bytes: u64, deadline: Option<Instant>) -> AdmitError {
+    match e {
+        AcquireError::Timeout { waited } => AdmitError::Timeout(waited),
+        AcquireError::TooLarge { total, .. } => AdmitError::TooLarge { bytes, max: total },
+        _ if deadline.is_some_and(|d| Instant::now() >= d) => AdmitError::Timeout(Duration::ZERO),
+        _ => AdmitError::Unavailable,
+    }
+}
+
+fn dual_error(e: AcquireError<DualAmount>, bytes: u64, deadline: Option<Instant>) -> AdmitError {
+    match e {
+        AcquireError::Timeout { waited } => AdmitError::Timeout(waited),
+        AcquireError::TooLarge { total, .. } => AdmitError::TooLarge {
+            bytes,
+            max: total.bytes,
+        },
+        _ if deadline.is_some_and(|d| Instant::now() >= d) => AdmitError::Timeout(Duration::ZERO),
+        _ => AdmitError::Unavailable,
+    }
+}

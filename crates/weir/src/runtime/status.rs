@@ -1,0 +1,251 @@
+//! What the runtime reports: it registers its queues, counters and sections with the
+//! [`Telemetry`], which serves `/status`, `/metrics` and the dashboard on
+//! `runtime.status_addr`.
+//!
+//! `/status` sections added here (beside the telemetry's `components` and `queues`):
+//!
+//! - `sources.NAME`: records, bytes, batches made durable; refused batches, records
+//!   and requests;
+//! - `sinks.NAME`: records and batches stored, retries, unencodable records, gaps seen
+//!   and their records, and the WAL cursor (`committed`, `lag_records`, `lag_bytes`,
+//!   `lag_age_ms`, `released`, `gaps`);
+//! - `wal`: the WAL's figures (segments, disk bytes and budget, durable end, fsync
+//!   latency, evictions, poisoning);
+//! - `wal_recovery`: what recovery found when the WAL was opened.
+//!
+//! Queues: `source->wal` (the shared channel, bounded in batches and bytes) and
+//! `wal->SINK` for each sink's channel.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use weir_flow::semaphore::DualSemaphore;
+use weir_wal::Wal;
+
+use super::stats::{SinkStats, SourceStats, get};
+use crate::telemetry::Telemetry;
+
+/// Everything the runtime reports on.
+pub struct Registry {
+    /// The WAL.
+    pub wal: Wal,
+    /// The source → WAL channel.
+    pub channel: DualSemaphore,
+    /// The sources: name, type, counters.
+    pub sources: Vec<(String, &'static str, Arc<SourceStats>)>,
+    /// The sinks.
+    pub sinks: Vec<SinkEntry>,
+}
+
+/// One sink in the registry.
+pub struct SinkEntry {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub kind: &'static str,
+    /// Its counters.
+    pub stats: Arc<SinkStats>,
+    /// Its channel's bound in batches.
+    pub channel_batches: u64,
+    /// Its channel's bound in bytes.
+    pub channel_bytes: u64,
+}
+
+impl Registry {
+    /// The `sources` section.
+    pub fn sources_section(&self) -> Value {
+        let map: serde_json::Map<String, Value> = self
+            .sources
+            .iter()
+            .map(|(name, kind, s)| {
+                (
+                    name.clone(),
+                    json!({
+                        "type": kind,
+                        "records": get(&s.records),
+                        "bytes": get(&s.bytes),
+                        "batches": get(&s.batches),
+                        "refused_batches": get(&s.refused_batches),
+                        "refused_records": get(&s.refused_records),
+                        "refused_requests": get(&s.refused_requests),
+                        "waiting_ms": s.waiting_ms(),
+                    }),
+                )
+            })
+            .collect();
+        Value::Object(map)
+    }
+
+    /// The `sinks` section.
+    pub fn sinks_section(&self) -> Value {
+        let wal = self.wal.stats();
+        let map: serde_json::Map<String, Value> = self
+            .sinks
+            .iter()
+            .map(|e| {
+                let s = &e.stats;
+                let cursor = wal.cursors.iter().find(|c| c.name == e.name);
+                (
+                    e.name.clone(),
+                    json!({
+                        "type": e.kind,
+                        "records": get(&s.records),
+                        "batches": get(&s.batches),
+                        "retries": get(&s.retries),
+                        "unencodable": get(&s.unencodable),
+                        "gaps": get(&s.gaps),
+                        "gap_records": get(&s.gap_records),
+                        "buffered_bytes": get(&s.buffered_bytes),
+                        "cursor": cursor,
+                    }),
+                )
+            })
+            .collect();
+        Value::Object(map)
+    }
+
+    /// Registers queues, sections and metrics with `telemetry`.
+    pub fn register(self: &Arc<Self>, telemetry: &Telemetry, recovery: Value) {
+        let total = self.channel.total();
+        let channel = self.channel.clone();
+        telemetry.register_queue(
+            "source->wal",
+            Some(total.items),
+            Some(total.bytes),
+            move || {
+                let s = channel.semaphore_stats();
+                // Held permits are the batches on their way to durability.
+                let mut flow = s.flow;
+                flow.depth = s.held.items;
+                flow.bytes = s.held.bytes;
+                flow
+            },
+        );
+        for e in &self.sinks {
+            let stats = Arc::clone(&e.stats);
+            telemetry.register_queue(
+                &format!("wal->{}", e.name),
+                Some(e.channel_batches),
+                Some(e.channel_bytes),
+                move || stats.channel.flow_stats(),
+            );
+        }
+        let me = Arc::clone(self);
+        telemetry.register_status("sources", move || me.sources_section());
+        let me = Arc::clone(self);
+        telemetry.register_status("sinks", move || me.sinks_section());
+        let wal = self.wal.clone();
+        telemetry.register_status("wal", move || {
+            serde_json::to_value(wal.stats()).unwrap_or_default()
+        });
+        telemetry.register_status("wal_recovery", move || recovery.clone());
+        self.register_metrics(telemetry);
+    }
+
+    fn register_metrics(&self, telemetry: &Telemetry) {
+        for (name, _, s) in &self.sources {
+            let labels = [("source", name.as_str())];
+            let c = Arc::clone(s);
+            telemetry.register_counter_fn(
+                "weir_source_records_total",
+                "Records a source made durable in the WAL.",
+                &labels,
+                move || get(&c.records),
+            );
+            let c = Arc::clone(s);
+            telemetry.register_counter_fn(
+                "weir_source_bytes_total",
+                "Bytes (WAL frames) a source made durable.",
+                &labels,
+                move || get(&c.bytes),
+            );
+            let c = Arc::clone(s);
+            telemetry.register_counter_fn(
+                "weir_source_refused_total",
+                "Records a source could not make durable (WAL full under reject, admission timeout), by reason.",
+                &[("source", name.as_str()), ("reason", "wal_refused")],
+                move || get(&c.refused_records),
+            );
+            let c = Arc::clone(s);
+            telemetry.register_counter_fn(
+                "weir_source_refused_total",
+                "Records a source could not make durable (WAL full under reject, admission timeout), by reason.",
+                &[("source", name.as_str()), ("reason", "request_refused")],
+                move || get(&c.refused_requests),
+            );
+        }
+        for e in &self.sinks {
+            let labels = [("sink", e.name.as_str())];
+            let c = Arc::clone(&e.stats);
+            telemetry.register_counter_fn(
+                "weir_sink_records_total",
+                "Records a sink stored.",
+                &labels,
+                move || get(&c.records),
+            );
+            let c = Arc::clone(&e.stats);
+            telemetry.register_counter_fn(
+                "weir_retry_total",
+                "Failed sink writes that were retried.",
+                &labels,
+                move || get(&c.retries),
+            );
+            let c = Arc::clone(&e.stats);
+            telemetry.register_counter_fn(
+                "weir_sink_unencodable_total",
+                "Records a sink could not encode (quarantined).",
+                &labels,
+                move || get(&c.unencodable),
+            );
+            let c = Arc::clone(&e.stats);
+            telemetry.register_counter_fn(
+                "weir_wal_gap_total",
+                "Gaps a sink saw: records deleted before it read them.",
+                &labels,
+                move || get(&c.gaps),
+            );
+            let c = Arc::clone(&e.stats);
+            telemetry.register_counter_fn(
+                "weir_wal_gap_records_total",
+                "Records in the gaps a sink saw.",
+                &labels,
+                move || get(&c.gap_records),
+            );
+            let wal = self.wal.clone();
+            let name = e.name.clone();
+            telemetry.register_gauge_fn(
+                "weir_sink_lag_records",
+                "Records between a sink's cursor and the WAL's durable end.",
+                &labels,
+                move || {
+                    wal.stats()
+                        .cursors
+                        .iter()
+                        .find(|c| c.name == name)
+                        .map_or(0.0, |c| c.lag_records as f64)
+                },
+            );
+        }
+        let wal = self.wal.clone();
+        telemetry.register_gauge_fn(
+            "weir_wal_disk_bytes",
+            "Bytes of WAL segments on disk.",
+            &[],
+            move || wal.stats().disk_bytes as f64,
+        );
+        let wal = self.wal.clone();
+        telemetry.register_gauge_fn(
+            "weir_wal_disk_max_bytes",
+            "The WAL's disk budget (wal.max_disk).",
+            &[],
+            move || wal.stats().max_disk as f64,
+        );
+        let wal = self.wal.clone();
+        telemetry.register_counter_fn(
+            "weir_wal_evicted_records_total",
+            "Records evicted by on_full = drop_oldest.",
+            &[],
+            move || wal.stats().evicted_records,
+        );
+    }
+}

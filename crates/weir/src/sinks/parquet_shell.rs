@@ -1,0 +1,157 @@
+//! The async shell around the synchronous [`ParquetFileWriter`]: each call runs on a
+//! blocking thread, and the sink reports durable what closed files hold.
+//!
+//! The writer buffers a file's records until the file is closed (by `rotate.bytes`,
+//! `rotate.age` or shutdown) and renamed. Whenever no file is open, every batch handed
+//! to it so far is in closed files, so the cursor may move to the last batch's end;
+//! while a file is open, the cursor waits.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use super::parquet::{FooterMetadata, ParquetFileWriter, ParquetSinkError};
+use super::{SinkBatch, SinkError, Written};
+use crate::config;
+
+/// A Parquet sink.
+#[derive(Debug)]
+pub struct ParquetSink {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct State {
+    writer: ParquetFileWriter,
+    /// The end (next offset) of the last batch handed to the writer.
+    last_next: Option<u64>,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn to_sink_error(e: ParquetSinkError) -> SinkError {
+    SinkError::Parquet(e.to_string())
+}
+
+impl State {
+    /// Everything handed over is in closed files when none is open.
+    fn durable(&self) -> Option<u64> {
+        if self.writer.open_path().is_none() {
+            self.last_next
+        } else {
+            None
+        }
+    }
+}
+
+impl ParquetSink {
+    /// Opens the writer for sink `name` (blocking: creates the directory, removes stale
+    /// temporary files).
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Parquet`] if the directory cannot be prepared.
+    pub fn open(
+        name: &str,
+        config: &config::ParquetSink,
+        footer: FooterMetadata,
+    ) -> Result<Self, SinkError> {
+        let writer =
+            ParquetFileWriter::new(&config.path, name, config, footer).map_err(to_sink_error)?;
+        Ok(ParquetSink {
+            state: Arc::new(Mutex::new(State {
+                writer,
+                last_next: None,
+            })),
+        })
+    }
+
+    /// The offset the sink's cursor resumes from (at start, and after a failure before
+    /// the driver sends again from the committed cursor): names the next file.
+    pub fn resume_at(&mut self, next_offset: u64) {
+        let mut state = lock(&self.state);
+        state.writer.resume_at(next_offset);
+        // Nothing handed over since the committed cursor is stored yet.
+        state.last_next = None;
+    }
+
+    /// Hands a batch to the writer.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Parquet`]: the writer abandoned its open file, earlier batches
+    /// included, so the driver rewinds to the committed cursor and sends them again
+    /// ([`SinkError::needs_rewind`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// The write finishes on a blocking thread even if this future is dropped.
+    pub async fn write(&mut self, batch: &Arc<SinkBatch>) -> Result<Written, SinkError> {
+        let state = Arc::clone(&self.state);
+        let batch = Arc::clone(batch);
+        tokio::task::spawn_blocking(move || {
+            let mut state = lock(&state);
+            let Some(last) = batch.next_offset.checked_sub(1) else {
+                return Ok(Written::default());
+            };
+            state
+                .writer
+                .write(&batch.records, last)
+                .map_err(to_sink_error)?;
+            state.last_next = Some(batch.next_offset);
+            Ok(Written {
+                durable_through: state.durable(),
+                unencodable: 0,
+                buffered_bytes: state.writer.buffered_bytes(),
+            })
+        })
+        .await
+        .map_err(|_| SinkError::Cancelled)?
+    }
+
+    /// Closes the open file if it is older than `rotate.age`.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Parquet`] if closing it failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the work finishes on a blocking thread.
+    pub async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || {
+            let mut state = lock(&state);
+            state
+                .writer
+                .poll_age(SystemTime::now())
+                .map_err(to_sink_error)?;
+            Ok(state.durable())
+        })
+        .await
+        .map_err(|_| SinkError::Cancelled)?
+    }
+
+    /// Closes the open file (shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Parquet`] if closing it failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the work finishes on a blocking thread.
+    pub async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || {
+            let mut state = lock(&state);
+            state.writer.finish().map_err(to_sink_error)?;
+            Ok(state.durable())
+        })
+        .await
+        .map_err(|_| SinkError::Cancelled)?
+    }
+}

@@ -1,0 +1,124 @@
+//! The HTTP source's sans-IO part: what a body holds, and who may send it.
+
+use bytes::Bytes;
+
+/// How a request body becomes records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// One record per non-blank line; each line must be JSON.
+    Ndjson,
+    /// The whole body is one record's payload.
+    Raw,
+}
+
+/// The body kind for a `Content-Type`: `application/octet-stream` and `text/plain` are
+/// one raw record; anything else (NDJSON types, none, curl's form default) is NDJSON.
+pub fn body_kind(content_type: Option<&str>) -> BodyKind {
+    let Some(ct) = content_type else {
+        return BodyKind::Ndjson;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/octet-stream" | "text/plain" => BodyKind::Raw,
+        _ => BodyKind::Ndjson,
+    }
+}
+
+/// A line of an NDJSON body that is not JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} is not JSON ({reason}); send one JSON value per line")]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// The parser's message.
+    pub reason: String,
+}
+
+/// Splits an NDJSON body into payloads (slices of `body`, no copy), skipping blank
+/// lines; the first line that is not JSON is an error.
+///
+/// # Errors
+///
+/// [`BadLine`] naming the first bad line.
+pub fn split_ndjson(body: &Bytes) -> Result<Vec<Bytes>, BadLine> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+        let end = start + line.len();
+        let trimmed = line.trim_ascii();
+        if !trimmed.is_empty() {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(trimmed) {
+                return Err(BadLine {
+                    line: i + 1,
+                    reason: e.to_string(),
+                });
+            }
+            let lead = line.len() - line.trim_ascii_start().len();
+            out.push(body.slice(start + lead..start + lead + trimmed.len()));
+        }
+        start = end + 1;
+    }
+    Ok(out)
+}
+
+/// Whether an `Authorization` header carries `Bearer <token>` (compared in constant
+/// time).
+pub fn authorized(header: Option<&[u8]>, token: &str) -> bool {
+    let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+        return false;
+    };
+    let expected = token.as_bytes();
+    if given.len() != expected.len() {
+        return false;
+    }
+    given
+        .iter()
+        .zip(expected)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types() {
+        assert_eq!(body_kind(None), BodyKind::Ndjson);
+        assert_eq!(body_kind(Some("application/x-ndjson")), BodyKind::Ndjson);
+        assert_eq!(
+            body_kind(Some("application/x-www-form-urlencoded")),
+            BodyKind::Ndjson
+        );
+        assert_eq!(body_kind(Some("Application/Octet-Stream")), BodyKind::Raw);
+        assert_eq!(body_kind(Some("text/plain; charset=utf-8")), BodyKind::Raw);
+    }
+
+    #[test]
+    fn ndjson_lines_become_slices() {
+        let body = Bytes::from_static(b"{\"a\":1}\n\n  [2] \r\n\"x\"");
+        let lines = split_ndjson(&body).unwrap();
+        assert_eq!(lines, [&b"{\"a\":1}"[..], b"[2]", b"\"x\""]);
+    }
+
+    #[test]
+    fn the_first_bad_line_is_named() {
+        let body = Bytes::from_static(b"{}\nnot json\n{oops");
+        let err = split_ndjson(&body).unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(err.to_string().starts_with("line 2 is not JSON"));
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        assert!(authorized(Some(b"Bearer s3cret"), "s3cret"));
+        assert!(!authorized(Some(b"Bearer s3cre"), "s3cret"));
+        assert!(!authorized(Some(b"Basic s3cret"), "s3cret"));
+        assert!(!authorized(None, "s3cret"));
+    }
+}

@@ -1,0 +1,256 @@
+//! The `http` source: `POST {path}` on `listen`.
+//!
+//! The body is NDJSON (one record per non-blank line, each a JSON value), or, with
+//! `Content-Type: application/octet-stream` or `text/plain`, one record holding the
+//! whole body. Answers:
+//!
+//! | status | when |
+//! |---|---|
+//! | 200 `{"accepted": N}` | every record of the body is durable in the WAL |
+//! | 400 | a line is not JSON (the first bad line is named) |
+//! | 401 | `auth_token_env` is set and the request lacks `Authorization: Bearer <token>` |
+//! | 413 | the body is larger than `max_body` (by `Content-Length`, or while streaming: the body is never read past it) |
+//! | 503 + `Retry-After` | `max_concurrent_requests` are already in flight (at once); admission did not succeed within `admission_timeout`; the WAL refused (`on_full = "reject"`) |
+//!
+//! Bounded: at most `max_concurrent_requests` bodies of at most `max_body` bytes are in
+//! memory. A request waits for admission (source → WAL channel, and under `on_full =
+//! "block"` the WAL's disk budget) at most `admission_timeout`; once admitted, it waits
+//! for the fsync that makes it durable. A 503 after a timeout inside the WAL's writer
+//! may still have made the body durable: clients retrying after a 503 get
+//! at-least-once.
+
+mod core;
+
+pub use self::core::{BodyKind, authorized, body_kind, split_ndjson};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::sync::watch;
+use weir_flow::semaphore::{Semaphore, SemaphoreConfig};
+use weir_wal::{AppendError, Batch};
+
+use crate::config::HttpSource;
+use crate::record::Record;
+use crate::runtime::ingest::{AdmitError, Ingest};
+use crate::runtime::stats::add;
+
+/// What `Retry-After` says, in seconds.
+const RETRY_AFTER_SECS: &str = "1";
+
+struct Shared {
+    name: Arc<str>,
+    ingest: Ingest,
+    max_body: u64,
+    admission_timeout: Duration,
+    token: Option<String>,
+    requests: Semaphore,
+}
+
+/// Reads the bearer token from `auth_token_env` (at startup, so a missing variable is a
+/// startup error).
+///
+/// # Errors
+///
+/// A message naming the key and the variable if it is not set.
+pub fn token(name: &str, config: &HttpSource) -> Result<Option<String>, String> {
+    let Some(var) = &config.auth_token_env else {
+        return Ok(None);
+    };
+    match std::env::var(var) {
+        Ok(token) if !token.is_empty() => Ok(Some(token)),
+        _ => Err(format!(
+            "sources.{name}.auth_token_env: the environment variable {var} is not set (or empty); \
+             export it with the bearer token clients must send"
+        )),
+    }
+}
+
+/// Serves the source on `listener` until `stop` turns true; in-flight requests are
+/// answered before it returns.
+///
+/// # Cancel safety
+///
+/// Not meant to be cancelled; stop it through `stop`.
+pub async fn run(
+    name: Arc<str>,
+    config: HttpSource,
+    token: Option<String>,
+    listener: tokio::net::TcpListener,
+    ingest: Ingest,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let shared = Arc::new(Shared {
+        name,
+        ingest,
+        max_body: config.max_body.bytes(),
+        admission_timeout: config.admission_timeout,
+        token,
+        requests: Semaphore::new(SemaphoreConfig::new(u64::from(
+            config.max_concurrent_requests.get(),
+        ))),
+    });
+    let app = axum::Router::new()
+        .route(&config.path, axum::routing::post(ingest_handler))
+        .with_state(shared);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { super::stopped(&mut stop).await })
+        .await
+}
+
+fn answer(status: StatusCode, body: serde_json::Value) -> Response {
+    let mut response = (status, axum::Json(body)).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
+    answer(status, serde_json::json!({ "error": message.to_string() }))
+}
+
+async fn ingest_handler(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let stats = shared.ingest.stats();
+    let response = handle(&shared, &headers, body).await;
+    if response.status() != StatusCode::OK {
+        add(&stats.refused_requests, 1);
+    }
+    response
+}
+
+async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let deadline = started + shared.admission_timeout;
+    let Ok(_request) = shared.requests.try_acquire(1) else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many requests in flight (max_concurrent_requests); retry later",
+        );
+    };
+    if let Some(token) = &shared.token
+        && !authorized(
+            headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
+            token,
+        )
+    {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "expected Authorization: Bearer <token>",
+        );
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared
+        && len > shared.max_body
+    {
+        return too_large(shared.max_body, Some(len));
+    }
+    let body = match read_capped(body, shared.max_body).await {
+        Ok(body) => body,
+        Err(Capped::TooLarge) => return too_large(shared.max_body, None),
+        Err(Capped::Io(e)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("reading the body failed: {e}"),
+            );
+        }
+    };
+    let kind = body_kind(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let payloads = match kind {
+        BodyKind::Raw => vec![body],
+        BodyKind::Ndjson => match split_ndjson(&body) {
+            Ok(p) => p,
+            Err(bad) => return error(StatusCode::BAD_REQUEST, bad),
+        },
+    };
+    if payloads.is_empty() {
+        return answer(StatusCode::OK, serde_json::json!({ "accepted": 0 }));
+    }
+    let now_ms = crate::record::now_ms();
+    let mut batch = Batch::new();
+    let mut wire = Vec::new();
+    for payload in &payloads {
+        let record = Record {
+            source: Arc::clone(&shared.name),
+            key: String::new(),
+            timestamp_ms: now_ms,
+            payload: payload.clone(),
+            attributes: Vec::new(),
+        };
+        wire.clear();
+        record.encode_into(&mut wire);
+        if let Err(e) = batch.push(&wire) {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, e);
+        }
+    }
+    let admission = match shared
+        .ingest
+        .admit(batch.encoded_len(), Some(deadline))
+        .await
+    {
+        Ok(a) => a,
+        Err(e @ AdmitError::TooLarge { .. }) => return error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+    };
+    match admission.append(batch).await {
+        Ok(offsets) => answer(
+            StatusCode::OK,
+            serde_json::json!({ "accepted": offsets.end - offsets.start }),
+        ),
+        Err(e @ AppendError::TooLarge { .. }) => error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+fn too_large(max: u64, declared: Option<u64>) -> Response {
+    let found = declared.map_or_else(|| "more".to_owned(), |len| format!("{len} bytes"));
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the body is larger than max_body ({max} bytes): found {found}; split it"),
+    )
+}
+
+enum Capped {
+    TooLarge,
+    Io(axum::Error),
+}
+
+/// Reads the body, refusing as soon as it passes `max` bytes.
+async fn read_capped(body: Body, max: u64) -> Result<Bytes, Capped> {
+    let mut stream = body.into_data_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(Capped::Io)?;
+        if (buf.len() + chunk.len()) as u64 > max {
+            return Err(Capped::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
