@@ -176,22 +176,20 @@ fn requests_beyond_max_concurrent_requests_get_503_at_once() {
     );
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
 
-    // The first request holds the only slot while its body trickles in.
+    // The first request holds the only slot while its body trickles in. (On a loaded
+    // machine it may reach the handler late; a request that got no answer after a
+    // pause is the one holding the slot.)
     let body = format!("{:<100}", "{\"slow\":true}");
-    let mut first = std::net::TcpStream::connect(http).unwrap();
-    first
-        .write_all(
-            b"POST /ingest HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 100\r\n\r\n",
-        )
-        .unwrap();
-    first.write_all(&body.as_bytes()[..10]).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-
+    let mut first = hold_slot(http, &body);
     let started = std::time::Instant::now();
     let r = post(http, "/ingest", &[], b"{\"a\":1}\n").unwrap();
+    let took = started.elapsed();
     assert_eq!(r.0, 503, "{}", String::from_utf8_lossy(&r.2));
     assert_eq!(header(&r, "retry-after"), Some("1"));
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "refused after {took:?}"
+    );
 
     // The first completes normally.
     first.write_all(&body.as_bytes()[10..]).unwrap();
@@ -200,4 +198,33 @@ fn requests_beyond_max_concurrent_requests_get_503_at_once() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("{\"accepted\":1}"), "{answer}");
     assert_eq!(daemon.stop(), Some(0));
+}
+
+/// Opens a request that sends its headers and the first 10 bytes of `body`, and
+/// returns it once the server is holding it (no answer after a pause).
+fn hold_slot(http: std::net::SocketAddr, body: &str) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+
+    for _ in 0..50 {
+        let mut stream = std::net::TcpStream::connect(http).unwrap();
+        let head = format!(
+            "POST /ingest HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body.as_bytes()[..10]).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        // Any answer (or a close) means this request was refused: try again.
+        if stream.read(&mut byte).is_ok_and(|n| n <= byte.len()) {
+            continue;
+        }
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        return stream;
+    }
+    panic!("no request could hold the slot");
 }

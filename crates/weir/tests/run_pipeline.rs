@@ -220,3 +220,55 @@ fn the_file_source_resumes_where_it_left_off() {
     seen.sort_unstable();
     assert_eq!(seen, (0..60).collect::<Vec<_>>(), "every line exactly once");
 }
+
+#[test]
+fn the_quickstart_shows_lag_and_the_wal_budget_within_seconds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let quickstart = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.toml"
+    ))
+    .unwrap();
+    let config = quickstart
+        .replace(
+            "./weir-data",
+            &tmp.path().join("data").display().to_string(),
+        )
+        .replace(
+            "./weir-out/lake",
+            &tmp.path().join("lake").display().to_string(),
+        )
+        .replace("127.0.0.1:9464", &status.to_string());
+    assert_ne!(config, quickstart);
+    let path = write_config(tmp.path(), &config);
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let s = daemon.wait_for(
+        "the slow sink to lag and the WAL to fill",
+        Duration::from_secs(10),
+        |s| {
+            s["sinks"]["slow"]["cursor"]["lag_records"]
+                .as_u64()
+                .unwrap_or(0)
+                > 2000
+                && s["wal"]["budget_used"].as_f64().unwrap_or(0.0) > 0.05
+        },
+    );
+    assert!(
+        s["sources"]["gen"]["records"].as_u64().unwrap() > 2000,
+        "{s:#}"
+    );
+    assert!(
+        s["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|q| q["name"] == "wal->slow" && q["depth"].as_u64().unwrap() > 0),
+        "{s:#}"
+    );
+    // The slow sink cannot drain within the quickstart's shutdown_timeout: a second
+    // signal ends it.
+    daemon.signal("TERM");
+    std::thread::sleep(Duration::from_millis(200));
+    daemon.signal("TERM");
+}

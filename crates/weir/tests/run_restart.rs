@@ -123,7 +123,17 @@ fn a_kill_9_mid_stream_loses_no_acknowledged_record() {
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(800));
+    // Kill mid-stream, once some requests were acknowledged.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while acked.lock().unwrap().len() < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing acknowledged:\n{}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     daemon.kill9();
     running.store(false, Ordering::Relaxed);
     writer.join().unwrap();
