@@ -184,6 +184,9 @@ impl Reader {
 
     /// Reads the next records, waiting until there is at least one record or a gap.
     ///
+    /// A read waiting on a WAL that has been closed keeps waiting (no record will come):
+    /// cancel it, e.g. with a shutdown signal in a `select!`.
+    ///
     /// # Errors
     ///
     /// [`ReadError`] if a segment cannot be read.
