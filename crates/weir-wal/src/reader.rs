@@ -361,7 +361,7 @@ fn read_blocking(
             match o.frames.next_frame() {
                 Ok(Some(meta)) => {
                     o.consumed += meta.frame_len;
-                    let payload = o.frames.payload().to_vec();
+                    let payload = o.frames.take_payload();
                     bytes += payload.len() as u64;
                     batch.records.push(Record {
                         offset: o.next,
