@@ -104,7 +104,7 @@ fn block_answers_503_after_the_admission_timeout() {
         "held {took:?}, far past the admission timeout"
     );
     let s = daemon.status();
-    assert!(s["wal"]["budget_used"].as_f64().unwrap() > 0.8, "{s:#}");
+    assert!(s["wal"]["budget_used"].as_f64().unwrap() > 0.5, "{s:#}");
     copy_keeps_up(&daemon);
 }
 
@@ -218,7 +218,7 @@ read_batch_records = 10
                 .any(|c| c["name"] == "gen" && c["state"] == "backpressured")
         },
     );
-    assert!(s["wal"]["budget_used"].as_f64().unwrap() > 0.8, "{s:#}");
+    assert!(s["wal"]["budget_used"].as_f64().unwrap() > 0.5, "{s:#}");
 
     // The first signal starts a drain that cannot finish (the sink takes 10 records/s,
     // shutdown_timeout is 60 s); the second exits at once.

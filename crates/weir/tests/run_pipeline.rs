@@ -272,3 +272,40 @@ fn the_quickstart_shows_lag_and_the_wal_budget_within_seconds() {
     std::thread::sleep(Duration::from_millis(200));
     daemon.signal("TERM");
 }
+
+#[test]
+fn the_file_source_reads_standard_input_to_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let config = file_source_config(tmp.path(), status).replace(
+        &format!("path = \"{}\"", tmp.path().join("input.log").display()),
+        "path = \"-\"",
+    );
+    assert!(config.contains("path = \"-\""));
+    let path = write_config(tmp.path(), &config);
+    let mut daemon =
+        Daemon::start_with_stdin(tmp.path(), &path, status, &[], std::process::Stdio::piped());
+    {
+        let mut stdin = daemon.child.stdin.take().unwrap();
+        for i in 0..100 {
+            writeln!(stdin, "{{\"line\":{i}}}").unwrap();
+        }
+        // The last line has no newline; dropping stdin ends the input.
+        write!(stdin, "{{\"line\":100}}").unwrap();
+    }
+    let s = daemon.wait_for(
+        "standard input to be read to its end",
+        Duration::from_secs(10),
+        |s| {
+            s["sinks"]["out"]["records"] == 101
+                && s["components"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["name"] == "tail" && c["state"] == "stopped")
+        },
+    );
+    assert_eq!(s["sources"]["tail"]["records"], 101);
+    assert_eq!(daemon.stop(), Some(0));
+    assert_eq!(ndjson_lines(&tmp.path().join("out")).len(), 101);
+}

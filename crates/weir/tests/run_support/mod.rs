@@ -51,6 +51,17 @@ impl Daemon {
         status_addr: SocketAddr,
         env: &[(&str, &str)],
     ) -> Daemon {
+        Self::start_with_stdin(dir, config, status_addr, env, Stdio::null())
+    }
+
+    /// [`start`](Self::start) with the given standard input.
+    pub fn start_with_stdin(
+        dir: &Path,
+        config: &Path,
+        status_addr: SocketAddr,
+        env: &[(&str, &str)],
+        stdin: Stdio,
+    ) -> Daemon {
         let stderr_path = dir.join(format!(
             "stderr-{}.txt",
             Instant::now().elapsed().as_nanos()
@@ -60,7 +71,7 @@ impl Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
         cmd.arg("run")
             .arg(config)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::null())
             .stderr(stderr);
         for (k, v) in env {

@@ -98,6 +98,9 @@ pub async fn run(
     let mut pending = FuturesOrdered::new();
     let mut input_done = false;
     loop {
+        if input_done && pending.is_empty() {
+            break; // standard input ended and everything read is durable
+        }
         tokio::select! {
             biased;
             Some(done) = pending.next(), if !pending.is_empty() => {
