@@ -4,8 +4,8 @@
 //! 1 KiB, 64 KiB) and appender count (1, 8), the WAL appends for a fixed time with group
 //! commit (`sync = always`); then a baseline writes the same bytes with `write_all` +
 //! `sync_data` at the same cadence (the same number of bytes per fsync the WAL
-//! achieved). Reads compare a cursor reading everything back with a raw sequential read
-//! of the same segment files. `WEIR_BENCH_SECS` sets the time per case (default 2).
+//! achieved), alternating with the WAL in short rounds. Reads compare a cursor reading everything back with a raw sequential read
+//! of the same segment files. `WEIR_BENCH_SECS` sets the WAL's time per case (default 3).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -135,6 +135,9 @@ fn read_raw(dir: &Path) -> (u64, f64) {
     (total, started.elapsed().as_secs_f64())
 }
 
+/// WAL/baseline alternations per case.
+const ROUNDS: usize = 4;
+
 fn mb(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
 }
@@ -143,7 +146,7 @@ fn main() {
     let secs: f64 = std::env::var("WEIR_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2.0);
+        .unwrap_or(3.0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -166,9 +169,25 @@ fn main() {
     let mut read_dir = None;
     for size in [100usize, 1024, 64 * 1024] {
         for appenders in [1usize, 8] {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let run = rt.block_on(wal_run(dir.path(), size, appenders, secs));
-            let raw_secs = baseline(dir.path(), run.bytes, run.fsyncs);
+            // Rounds alternate WAL and baseline so that drift in the machine's fsync
+            // latency hits both alike.
+            let mut run = Run {
+                records: 0,
+                bytes: 0,
+                fsyncs: 0,
+                secs: 0.0,
+            };
+            let mut raw_secs = 0.0;
+            let mut dir = tempfile::tempdir().expect("tempdir");
+            for _ in 0..ROUNDS {
+                dir = tempfile::tempdir().expect("tempdir");
+                let r = rt.block_on(wal_run(dir.path(), size, appenders, secs / ROUNDS as f64));
+                raw_secs += baseline(dir.path(), r.bytes, r.fsyncs);
+                run.records += r.records;
+                run.bytes += r.bytes;
+                run.fsyncs += r.fsyncs;
+                run.secs += r.secs;
+            }
             let wal_mb = mb(run.bytes, run.secs);
             let raw_mb = mb(run.bytes, raw_secs);
             println!(

@@ -414,6 +414,23 @@ mod tests {
     }
 
     #[test]
+    fn max_lag_by_age_uses_append_times() {
+        let mut c = core(OnFull::Block);
+        c.cursors[0].config.max_lag.age = Some(std::time::Duration::from_secs(10));
+        for t in [1_000, 5_000] {
+            c.record_write(1, 100, t);
+        }
+        c.durable_end = c.written_end();
+        assert_eq!(c.lag_age_ms(0, 12_000), 11_000);
+        assert_eq!(c.lag_age_ms(1, 12_000), 7_000);
+        assert_eq!(c.update_releases(10_999), 0, "9.999 s old: within");
+        assert_eq!(c.update_releases(11_001), 1, "10.001 s old: released");
+        c.cursors[0].committed = 1;
+        assert_eq!(c.update_releases(11_001), 0);
+        assert!(!c.cursors[0].released, "caught up: back in retention");
+    }
+
+    #[test]
     fn max_lag_releases_and_takes_back() {
         let mut c = core(OnFull::Block);
         c.cursors[0].config.max_lag.bytes = Some(300);

@@ -184,6 +184,9 @@ impl Reader {
 
     /// Reads the next records, waiting until there is at least one record or a gap.
     ///
+    /// A read waiting on a WAL that has been closed keeps waiting (no record will come):
+    /// cancel it, e.g. with a shutdown signal in a `select!`.
+    ///
     /// # Errors
     ///
     /// [`ReadError`] if a segment cannot be read.
@@ -361,7 +364,7 @@ fn read_blocking(
             match o.frames.next_frame() {
                 Ok(Some(meta)) => {
                     o.consumed += meta.frame_len;
-                    let payload = o.frames.payload().to_vec();
+                    let payload = o.frames.take_payload();
                     bytes += payload.len() as u64;
                     batch.records.push(Record {
                         offset: o.next,

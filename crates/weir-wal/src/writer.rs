@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, IoSlice, Write};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -29,6 +29,8 @@ pub(crate) struct Writer {
     blocked: bool,
     /// Written, not yet answered (sync always) or not yet fsynced (sync interval).
     written: Vec<(Job, Range<u64>)>,
+    /// How many of the last `written` jobs are not yet written to the file.
+    unflushed: usize,
     unsynced_since: Option<Instant>,
 }
 
@@ -40,6 +42,7 @@ impl Writer {
             pending: VecDeque::new(),
             blocked: false,
             written: Vec::new(),
+            unflushed: 0,
             unsynced_since: None,
         }
     }
@@ -172,13 +175,12 @@ impl Writer {
                 continue;
             }
         }
+        self.flush();
     }
 
+    /// Books a batch in the active segment; its bytes go out with the group's single
+    /// vectored write in [`Writer::flush`].
     fn write(&mut self, job: Job) {
-        if let Err(e) = self.file.write_all(job.batch.bytes()) {
-            self.fail(format!("writing a batch: {e}"), Some(job));
-            return;
-        }
         let records = job.batch.len();
         let range = {
             let mut core = self.shared.core();
@@ -194,25 +196,46 @@ impl Writer {
         self.shared
             .appended_bytes
             .fetch_add(job.batch.encoded_len(), Ordering::Relaxed);
-        if let SyncMode::Interval(_) = self.shared.sync {
-            // Weaker mode: answered once written; durable for readers after the fsync.
-            self.unsynced_since.get_or_insert_with(Instant::now);
-            let Job {
-                reply,
-                batch,
-                _permit,
-            } = job;
-            let _ = reply.send(Ok(range.clone()));
-            drop(batch);
-            drop(_permit);
-            return;
-        }
         self.written.push((job, range));
+        self.unflushed += 1;
+    }
+
+    /// Writes the booked batches not yet written, in one vectored write. With
+    /// `sync = interval` they are answered now (durable for readers after the fsync).
+    /// False if the write failed (the log is then poisoned).
+    fn flush(&mut self) -> bool {
+        if self.unflushed > 0 {
+            let from = self.written.len() - self.unflushed;
+            let mut slices: Vec<IoSlice<'_>> = self.written[from..]
+                .iter()
+                .map(|(job, _)| IoSlice::new(job.batch.bytes()))
+                .collect();
+            let result = write_all_vectored(&mut self.file, &mut slices);
+            drop(slices);
+            if let Err(e) = result {
+                self.fail(format!("writing a batch: {e}"), None);
+                return false;
+            }
+            self.unflushed = 0;
+        }
+        if let SyncMode::Interval(_) = self.shared.sync
+            && !self.written.is_empty()
+        {
+            // Weaker mode: answered once written.
+            self.unsynced_since.get_or_insert_with(Instant::now);
+            for (job, range) in self.written.drain(..) {
+                let _ = job.reply.send(Ok(range));
+            }
+        }
+        true
     }
 
     /// Fsyncs the active segment, publishes the durable end, answers written jobs.
     fn sync_and_answer(&mut self) {
         if self.is_poisoned() {
+            return;
+        }
+        if !self.flush() {
             return;
         }
         let end = self.shared.core().written_end();
@@ -243,6 +266,9 @@ impl Writer {
 
     /// Seals the active segment (fsynced) and opens a new one. False if it failed.
     fn rotate(&mut self) -> bool {
+        if !self.flush() {
+            return false;
+        }
         if let Err(e) = self.fsync() {
             self.fail(format!("fsync before rotation: {e}"), None);
             return false;
@@ -306,6 +332,7 @@ impl Writer {
                 cause: String::new(),
             })));
         }
+        self.unflushed = 0;
         for (job, _) in self.written.drain(..) {
             let _ = job.reply.send(Err(self.shared.poison_error().unwrap_or(
                 AppendError::Poisoned {
@@ -330,4 +357,22 @@ impl Writer {
             let _ = job.reply.send(Err(err));
         }
     }
+}
+
+/// `write_all` for a vectored write: retries short writes and interruptions.
+fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+    while !slices.is_empty() {
+        match file.write_vectored(slices) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "the file accepted no more bytes",
+                ));
+            }
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -198,3 +198,41 @@ async fn concurrent_appenders_are_coalesced_into_fewer_fsyncs() {
     let stats = wal.stats();
     assert!(stats.fsyncs <= 400, "fsyncs {}", stats.fsyncs);
 }
+
+#[tokio::test]
+async fn sync_interval_acknowledges_on_write_and_readers_wait_for_the_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small(dir.path(), OnFull::Block)
+        .sync(weir_wal::SyncMode::Interval(Duration::from_millis(50)))
+        .cursor("sink", CursorConfig::default())
+        .build()
+        .unwrap();
+    let (wal, _) = Wal::open(config.clone()).unwrap();
+    let mut reader = wal.reader("sink").unwrap();
+    let mut next = 0;
+    for _ in 0..10 {
+        assert_eq!(
+            wal.append(numbered(next, 3, 50)).await.unwrap(),
+            next..next + 3
+        );
+        next += 3;
+    }
+    // Within the interval every record becomes durable and readable.
+    let mut got = 0;
+    while got < next {
+        let b = tokio::time::timeout(Duration::from_secs(2), reader.read(ReadLimits::default()))
+            .await
+            .expect("records became readable within the interval")
+            .unwrap();
+        got += b.records.len() as u64;
+        assert!(wal.durable_end() >= got);
+    }
+    assert!(
+        wal.stats().fsyncs < 10,
+        "fsyncs are per interval, not per batch"
+    );
+    drop(reader);
+    wal.close().await;
+    let (_, report) = Wal::open(config).unwrap();
+    assert_eq!(report.durable_end, next);
+}
