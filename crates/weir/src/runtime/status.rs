@@ -161,14 +161,14 @@ impl Registry {
             );
             let c = Arc::clone(s);
             telemetry.register_counter_fn(
-                "weir_source_refused_total",
+                "weir_source_rejected_total",
                 "Records a source could not make durable (WAL full under reject, admission timeout), by reason.",
                 &[("source", name.as_str()), ("reason", "wal_refused")],
                 move || get(&c.refused_records),
             );
             let c = Arc::clone(s);
             telemetry.register_counter_fn(
-                "weir_source_refused_total",
+                "weir_source_rejected_total",
                 "Records a source could not make durable (WAL full under reject, admission timeout), by reason.",
                 &[("source", name.as_str()), ("reason", "request_refused")],
                 move || get(&c.refused_requests),
@@ -225,10 +225,24 @@ impl Registry {
                         .map_or(0.0, |c| c.lag_records as f64)
                 },
             );
+            let wal = self.wal.clone();
+            let name = e.name.clone();
+            telemetry.register_gauge_fn(
+                "weir_sink_lag_seconds",
+                "Age of the oldest record a sink has not yet committed (0 when caught up).",
+                &labels,
+                move || {
+                    wal.stats()
+                        .cursors
+                        .iter()
+                        .find(|c| c.name == name)
+                        .map_or(0.0, |c| c.lag_age_ms as f64 / 1000.0)
+                },
+            );
         }
         let wal = self.wal.clone();
         telemetry.register_gauge_fn(
-            "weir_wal_disk_bytes",
+            "weir_wal_disk_used_bytes",
             "Bytes of WAL segments on disk.",
             &[],
             move || wal.stats().disk_bytes as f64,
