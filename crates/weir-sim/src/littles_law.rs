@@ -58,6 +58,14 @@ impl Latency {
         }
     }
 
+    /// A short name for file names: `fixed` or `heavy-tail`.
+    pub fn slug(&self) -> &'static str {
+        match self {
+            Latency::Fixed(_) => "fixed",
+            Latency::LogNormal { .. } => "heavy-tail",
+        }
+    }
+
     fn describe(&self) -> String {
         match *self {
             Latency::Fixed(latency) => format!("fixed latency ({} ms)", latency.as_millis()),
@@ -96,7 +104,7 @@ impl Default for LittlesLaw {
 }
 
 /// One depth's result.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DepthResult {
     /// The in-flight depth.
     pub depth: usize,
@@ -108,6 +116,20 @@ pub struct DepthResult {
     pub p50: Duration,
     /// 99th-percentile admission-to-release latency.
     pub p99: Duration,
+    /// Completed results held back over time: `(ms, held back)` after each completion
+    /// and the releases it allowed (one entry per operation, so bounded by the run).
+    pub held_back_over_time: Vec<(u64, usize)>,
+}
+
+impl DepthResult {
+    /// The held-back series as CSV: `t_ms,held_back`, one row per completion.
+    pub fn held_back_csv(&self) -> String {
+        let mut out = String::from("t_ms,held_back\n");
+        for (t_ms, held) in &self.held_back_over_time {
+            let _ = writeln!(out, "{t_ms},{held}");
+        }
+        out
+    }
 }
 
 /// Runs one depth.
@@ -160,6 +182,11 @@ pub fn run_depth(
     let mut submitted = 0;
     let mut released = 0;
     let mut max_held_back = 0;
+    let mut held_back_over_time = Vec::with_capacity(
+        usize::try_from(experiment.operations)
+            .unwrap_or(0)
+            .min(1 << 20),
+    );
     while released < experiment.operations {
         // The producer: admit while the stage has room.
         while submitted < experiment.operations
@@ -204,6 +231,7 @@ pub fn run_depth(
                 e2e_us.saturating_record(us);
             }
         }
+        held_back_over_time.push((now.as_millis(), stage.held_back()));
     }
     let elapsed = now.saturating_duration_since(Timestamp::ZERO).as_secs_f64();
     // Operation counts are far below 2^53: exact in f64.
@@ -215,7 +243,21 @@ pub fn run_depth(
         max_held_back,
         p50: Duration::from_micros(e2e_us.value_at_quantile(0.5)),
         p99: Duration::from_micros(e2e_us.value_at_quantile(0.99)),
+        held_back_over_time,
     })
+}
+
+/// The two latencies `weir lab littles-law` sweeps: fixed, and heavy-tailed
+/// (log-normal, sigma 0.8) with the same median.
+pub fn latencies(latency: Duration, seed: u64) -> [Latency; 2] {
+    [
+        Latency::Fixed(latency),
+        Latency::LogNormal {
+            median: latency,
+            sigma: 0.8,
+            seed,
+        },
+    ]
 }
 
 /// The sweep's table for one latency.
@@ -278,14 +320,7 @@ pub fn report(experiment: &LittlesLaw, latency: Duration, seed: u64) -> Result<S
         latency.as_millis(),
         littles_law_depth(link_cap, latency)
     );
-    for latency in [
-        Latency::Fixed(latency),
-        Latency::LogNormal {
-            median: latency,
-            sigma: 0.8,
-            seed,
-        },
-    ] {
+    for latency in latencies(latency, seed) {
         out.push('\n');
         let _ = writeln!(out, "{}:", capitalise(&latency.describe()));
         out.push_str(&sweep_table(experiment, latency)?);

@@ -81,3 +81,35 @@ fn the_report_is_the_same_every_time_and_changes_with_the_seed() {
     assert_eq!(a, report(&experiment, SECOND, 1).unwrap());
     assert_ne!(a, report(&experiment, SECOND, 2).unwrap());
 }
+
+#[test]
+fn held_back_over_time_is_recorded_and_bounded() {
+    let experiment = LittlesLaw {
+        operations: 300,
+        ..LittlesLaw::default()
+    };
+    let heavy = Latency::LogNormal {
+        median: SECOND,
+        sigma: 0.8,
+        seed: 7,
+    };
+    let depth = 8;
+    let r = run_depth(&experiment, heavy, depth).unwrap();
+    // One point per completion, in time order.
+    assert_eq!(r.held_back_over_time.len(), 300);
+    assert!(r.held_back_over_time.windows(2).all(|w| w[0].0 <= w[1].0));
+    // Never above the reorder bound (2 × depth), never above the reported maximum,
+    // and a heavy tail does hold results back at some point.
+    let peak = r.held_back_over_time.iter().map(|&(_, h)| h).max().unwrap();
+    assert!(peak <= r.max_held_back && peak <= 2 * depth);
+    assert!(peak > 0);
+    // Everything is released at the end.
+    assert_eq!(r.held_back_over_time.last().unwrap().1, 0);
+    let csv = r.held_back_csv();
+    assert!(csv.starts_with("t_ms,held_back\n"));
+    assert_eq!(csv.lines().count(), 301);
+
+    // A fixed latency completes in order: nothing is ever held back.
+    let fixed = run_depth(&experiment, Latency::Fixed(SECOND), depth).unwrap();
+    assert!(fixed.held_back_over_time.iter().all(|&(_, h)| h == 0));
+}

@@ -225,3 +225,40 @@ fn weir_lab_littles_law_sweeps_the_depth_repeatably() {
     }
     assert_eq!(out, stdout(&args));
 }
+
+#[test]
+fn weir_lab_littles_law_writes_held_back_over_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    stdout(&[
+        "lab",
+        "littles-law",
+        "--operations",
+        "300",
+        "--csv",
+        out_dir,
+    ]);
+    for latency in ["fixed", "heavy-tail"] {
+        for depth in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+            let path = dir
+                .path()
+                .join(format!("littles-law-{latency}-depth-{depth}.csv"));
+            let csv = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(csv.starts_with("t_ms,held_back\n"), "{}", path.display());
+            assert_eq!(csv.lines().count(), 301, "{}", path.display());
+        }
+    }
+    // The heavy tail holds results back at some point; the fixed latency never does.
+    let held = |name: &str| -> usize {
+        std::fs::read_to_string(dir.path().join(name))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap().parse::<usize>().unwrap())
+            .max()
+            .unwrap()
+    };
+    assert!(held("littles-law-heavy-tail-depth-16.csv") > 0);
+    assert_eq!(held("littles-law-fixed-depth-16.csv"), 0);
+}

@@ -53,6 +53,10 @@ pub struct LittlesLawArgs {
     /// Operations per run.
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub operations: u64,
+    /// Write the held-back count over time (`t_ms,held_back`, one row per completion) as
+    /// one CSV file per latency and depth into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
 }
 
 /// Options of `weir lab run`.
@@ -112,10 +116,33 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 "{}",
                 weir_sim::littles_law::report(&experiment, latency, args.seed)?
             );
+            if let Some(dir) = &args.csv {
+                littles_law_csv(&experiment, latency, args.seed, dir)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Some(LabCommand::Run(run_args)) => scenario(&run_args),
     }
+}
+
+/// Writes `littles-law-<latency>-depth-<N>.csv` (held back over time) into `dir`.
+fn littles_law_csv(
+    experiment: &weir_sim::littles_law::LittlesLaw,
+    latency: std::time::Duration,
+    seed: u64,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for latency in weir_sim::littles_law::latencies(latency, seed) {
+        for &depth in &experiment.depths {
+            let result = weir_sim::littles_law::run_depth(experiment, latency, depth)?;
+            let path = dir.join(format!("littles-law-{}-depth-{depth}.csv", latency.slug()));
+            std::fs::write(&path, result.held_back_csv())
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn kafka(output: &OutputArgs) -> anyhow::Result<ExitCode> {
