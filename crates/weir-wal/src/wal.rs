@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use tokio::sync::{oneshot, watch};
 
 use crate::batch::Batch;
-use crate::config::WalConfig;
+use crate::config::{OnFull, WalConfig};
 use crate::error::{AppendError, CursorError, OpenError};
 use crate::reader::Reader;
 use crate::recovery::{OpenReport, open_dir};
@@ -209,6 +209,19 @@ impl Wal {
     /// A snapshot of the WAL's figures.
     pub fn stats(&self) -> WalStats {
         WalStats::collect(&self.inner.shared, crate::now_ms())
+    }
+
+    /// Whether an append of `bytes` more bytes would have to wait for retention now:
+    /// `on_full = block`, the disk budget has no room for them, and the log is not
+    /// poisoned (a poisoned log fails appends at once instead). A cheap check (one short
+    /// lock, no allocation) for callers that must refuse on time rather than wait.
+    pub fn would_block(&self, bytes: u64) -> bool {
+        let shared = &self.inner.shared;
+        if shared.poisoned.load(Ordering::Acquire) {
+            return false;
+        }
+        let core = shared.core();
+        core.on_full == OnFull::Block && core.disk_bytes.saturating_add(bytes) > core.max_disk
     }
 
     /// Whether a failed write or fsync has poisoned the log.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use weir_flow::semaphore::{
     AcquireError, DualAmount, DualPermit, DualSemaphore, Permit, Semaphore, SemaphoreConfig,
 };
-use weir_wal::{AppendError, Batch, OnFull, Wal};
+use weir_wal::{AppendError, Batch, Wal};
 
 use super::stats::{SourceStats, add};
 
@@ -152,11 +152,7 @@ impl Ingest {
     async fn wait_for_room(&self, bytes: u64, deadline: Instant) -> Result<(), AdmitError> {
         const POLL: Duration = Duration::from_millis(5);
         loop {
-            let stats = self.inner.wal.stats();
-            if stats.on_full != OnFull::Block
-                || stats.disk_bytes.saturating_add(bytes) <= stats.max_disk
-                || stats.poisoned.is_some()
-            {
+            if !self.inner.wal.would_block(bytes) {
                 return Ok(());
             }
             let now = Instant::now();

@@ -143,102 +143,100 @@ impl Registry {
     }
 
     fn register_metrics(&self, telemetry: &Telemetry) {
-        for (name, _, s) in &self.sources {
-            let labels = [("source", name.as_str())];
-            let c = Arc::clone(s);
-            telemetry.register_counter_fn(
+        type SourceField = fn(&SourceStats) -> &std::sync::atomic::AtomicU64;
+        let rejected = "Records a source could not make durable (WAL full under reject, admission timeout), by reason.";
+        let per_source: [(&str, &str, Option<&str>, SourceField); 4] = [
+            (
                 "weir_source_records_total",
                 "Records a source made durable in the WAL.",
-                &labels,
-                move || get(&c.records),
-            );
-            let c = Arc::clone(s);
-            telemetry.register_counter_fn(
+                None,
+                |s| &s.records,
+            ),
+            (
                 "weir_source_bytes_total",
                 "Bytes (WAL frames) a source made durable.",
-                &labels,
-                move || get(&c.bytes),
-            );
-            let c = Arc::clone(s);
-            telemetry.register_counter_fn(
+                None,
+                |s| &s.bytes,
+            ),
+            (
                 "weir_source_rejected_total",
-                "Records a source could not make durable (WAL full under reject, admission timeout), by reason.",
-                &[("source", name.as_str()), ("reason", "wal_refused")],
-                move || get(&c.refused_records),
-            );
-            let c = Arc::clone(s);
-            telemetry.register_counter_fn(
+                rejected,
+                Some("wal_refused"),
+                |s| &s.refused_records,
+            ),
+            (
                 "weir_source_rejected_total",
-                "Records a source could not make durable (WAL full under reject, admission timeout), by reason.",
-                &[("source", name.as_str()), ("reason", "request_refused")],
-                move || get(&c.refused_requests),
-            );
+                rejected,
+                Some("request_refused"),
+                |s| &s.refused_requests,
+            ),
+        ];
+        for (name, _, s) in &self.sources {
+            for (metric, help, reason, field) in per_source {
+                let mut labels = vec![("source", name.as_str())];
+                labels.extend(reason.map(|r| ("reason", r)));
+                let c = Arc::clone(s);
+                telemetry.register_counter_fn(metric, help, &labels, move || get(field(&c)));
+            }
         }
-        for e in &self.sinks {
-            let labels = [("sink", e.name.as_str())];
-            let c = Arc::clone(&e.stats);
-            telemetry.register_counter_fn(
-                "weir_sink_records_total",
-                "Records a sink stored.",
-                &labels,
-                move || get(&c.records),
-            );
-            let c = Arc::clone(&e.stats);
-            telemetry.register_counter_fn(
+        type SinkField = fn(&SinkStats) -> &std::sync::atomic::AtomicU64;
+        let per_sink: [(&str, &str, SinkField); 5] = [
+            ("weir_sink_records_total", "Records a sink stored.", |s| {
+                &s.records
+            }),
+            (
                 "weir_retry_total",
                 "Failed sink writes that were retried.",
-                &labels,
-                move || get(&c.retries),
-            );
-            let c = Arc::clone(&e.stats);
-            telemetry.register_counter_fn(
+                |s| &s.retries,
+            ),
+            (
                 "weir_sink_unencodable_total",
                 "Records a sink could not encode (quarantined).",
-                &labels,
-                move || get(&c.unencodable),
-            );
-            let c = Arc::clone(&e.stats);
-            telemetry.register_counter_fn(
+                |s| &s.unencodable,
+            ),
+            (
                 "weir_wal_gap_total",
                 "Gaps a sink saw: records deleted before it read them.",
-                &labels,
-                move || get(&c.gaps),
-            );
-            let c = Arc::clone(&e.stats);
-            telemetry.register_counter_fn(
+                |s| &s.gaps,
+            ),
+            (
                 "weir_wal_gap_records_total",
                 "Records in the gaps a sink saw.",
-                &labels,
-                move || get(&c.gap_records),
-            );
-            let wal = self.wal.clone();
-            let name = e.name.clone();
-            telemetry.register_gauge_fn(
+                |s| &s.gap_records,
+            ),
+        ];
+        type CursorGauge = fn(&weir_wal::CursorStats) -> f64;
+        #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
+        let per_cursor: [(&str, &str, CursorGauge); 2] = [
+            (
                 "weir_sink_lag_records",
                 "Records between a sink's cursor and the WAL's durable end.",
-                &labels,
-                move || {
-                    wal.stats()
-                        .cursors
-                        .iter()
-                        .find(|c| c.name == name)
-                        .map_or(0.0, |c| c.lag_records as f64)
-                },
-            );
-            let wal = self.wal.clone();
-            let name = e.name.clone();
-            telemetry.register_gauge_fn(
+                |c| c.lag_records as f64,
+            ),
+            (
                 "weir_sink_lag_seconds",
                 "Age of the oldest record a sink has not yet committed (0 when caught up).",
-                &labels,
-                move || {
-                    wal.stats()
+                |c| c.lag_age_ms as f64 / 1000.0,
+            ),
+        ];
+        for e in &self.sinks {
+            let labels = [("sink", e.name.as_str())];
+            for (metric, help, field) in per_sink {
+                let c = Arc::clone(&e.stats);
+                telemetry.register_counter_fn(metric, help, &labels, move || get(field(&c)));
+            }
+            for (metric, help, gauge) in per_cursor {
+                let wal = self.wal.clone();
+                let name = e.name.clone();
+                telemetry.register_gauge_fn(metric, help, &labels, move || {
+                    let stats = wal.stats();
+                    stats
                         .cursors
                         .iter()
                         .find(|c| c.name == name)
-                        .map_or(0.0, |c| c.lag_age_ms as f64 / 1000.0)
-                },
-            );
+                        .map_or(0.0, gauge)
+                });
+            }
         }
         let wal = self.wal.clone();
         telemetry.register_gauge_fn(
