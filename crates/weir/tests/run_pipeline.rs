@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use run_support::{Daemon, free_addr, ndjson_lines, post, write_config};
+use run_support::{Daemon, free_addr, get, ndjson_lines, post, write_config};
 
 #[test]
 fn generator_to_parquet_and_sinks_take_only_their_inputs() {
@@ -266,6 +266,20 @@ fn the_quickstart_shows_lag_and_the_wal_budget_within_seconds() {
             .any(|q| q["name"] == "wal->slow" && q["depth"].as_u64().unwrap() > 0),
         "{s:#}"
     );
+    // /metrics carries the documented names, labelled per source and sink.
+    let (code, _, body) = get(status, "/metrics").expect("/metrics answers");
+    assert_eq!(code, 200);
+    let metrics = String::from_utf8(body).unwrap();
+    for line in [
+        r#"weir_source_records_total{source="gen"}"#,
+        r#"weir_source_rejected_total{source="gen",reason="wal_refused"}"#,
+        r#"weir_sink_lag_records{sink="slow"}"#,
+        r#"weir_sink_lag_seconds{sink="slow"}"#,
+        "weir_wal_disk_used_bytes ",
+        r#"weir_queue_depth{queue="wal->slow"}"#,
+    ] {
+        assert!(metrics.contains(line), "no {line} in:\n{metrics}");
+    }
     // The slow sink cannot drain within the quickstart's shutdown_timeout: a second
     // signal ends it.
     daemon.signal("TERM");
