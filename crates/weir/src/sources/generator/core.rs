@@ -1,5 +1,6 @@
 //! The generator's sans-IO core: seeded records and the pacing schedule.
 
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,18 +42,20 @@ impl RecordMaker {
         let key_index = self.next_u64() % u64::from(self.keys);
         let seq = self.seq;
         self.seq += 1;
-        let mut payload = Vec::with_capacity(self.size);
-        let head = format!("{{\"seq\":{seq},\"pad\":\"");
         const TAIL: &[u8] = b"\"}";
         const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        if head.len() + TAIL.len() <= self.size {
-            payload.extend_from_slice(head.as_bytes());
+        let mut payload = Vec::with_capacity(self.size);
+        // The head is written straight into the payload (no temporary string); when it
+        // does not fit, the payload is all padding instead.
+        let _ = write!(payload, "{{\"seq\":{seq},\"pad\":\"");
+        if payload.len() + TAIL.len() <= self.size {
             while payload.len() < self.size - TAIL.len() {
                 let r = self.next_u64();
                 payload.push(ALPHABET[(r % ALPHABET.len() as u64) as usize]);
             }
             payload.extend_from_slice(TAIL);
         } else {
+            payload.clear();
             while payload.len() < self.size {
                 let r = self.next_u64();
                 payload.push(ALPHABET[(r % ALPHABET.len() as u64) as usize]);
