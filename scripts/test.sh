@@ -10,6 +10,11 @@ command -v cargo-nextest >/dev/null 2>&1 || cargo install cargo-nextest --locked
 # The Parquet sink's tests read its files back with pyarrow and DuckDB.
 python3 -c 'import pyarrow, duckdb' 2>/dev/null || pip install --quiet pyarrow duckdb
 
+# The MQTT tests need a Mosquitto that keeps its inflight window (>= 2.0.13; Debian 12
+# ships 2.0.11): the script prints one, building it once from Debian's source if needed.
+WEIR_MOSQUITTO="$(scripts/install-mosquitto.sh)"
+export WEIR_MOSQUITTO
+
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
 

@@ -64,7 +64,7 @@ use crate::telemetry::{ComponentKind, State, Telemetry};
 
 use self::driver::{DriverConfig, Outcome, Phase};
 use self::ingest::Ingest;
-use self::stats::{SinkStats, SourceStats};
+use self::stats::{Detail, SinkStats, SourceStats};
 use self::status::{Registry, SinkEntry};
 
 /// How long, after the drain deadline, drivers get to commit what they stored.
@@ -137,9 +137,14 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
                     .with_context(|| format!("sources.{name}.listen: binding {}", http.listen))?;
                 http_listeners.insert(name.clone(), (listener, token));
             }
+            SourceKind::Mqtt(mqtt) => {
+                // Unset credential variables and mqtts:// fail here, before anything runs.
+                sources::mqtt::client::build(mqtt)
+                    .map_err(|e| anyhow::anyhow!("sources.{name}.{e}"))?;
+            }
             SourceKind::Generator(_) | SourceKind::File(_) => {}
-            SourceKind::Mqtt(_) | SourceKind::Nats(_) => anyhow::bail!(
-                "sources.{name}.type: MQTT and NATS sources are not supported by `weir run` in this build"
+            SourceKind::Nats(_) => anyhow::bail!(
+                "sources.{name}.type: NATS sources are not supported by `weir run` in this build"
             ),
         }
     }
@@ -238,7 +243,24 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
                 });
                 "http"
             }
-            SourceKind::Mqtt(_) | SourceKind::Nats(_) => continue,
+            SourceKind::Mqtt(m) => {
+                let shared = sources::mqtt::Shared::new(&name_arc, m);
+                sources::mqtt::register_metrics(name, &shared, &telemetry);
+                let detail = Arc::clone(&shared);
+                let _ = stats.detail.set(Detail(Arc::new(move || {
+                    serde_json::to_value(detail.status()).unwrap_or_default()
+                })));
+                source_tasks.spawn(sources::mqtt::run(
+                    name_arc,
+                    (**m).clone(),
+                    ingest,
+                    quarantine.clone(),
+                    shared,
+                    stop,
+                ));
+                "mqtt"
+            }
+            SourceKind::Nats(_) => continue,
         };
         source_entries.push((name.clone(), kind, stats));
     }

@@ -36,6 +36,19 @@ pub struct SourceStats {
     waiters: AtomicU64,
     /// When the current run of waiting began (ms since the epoch), 0 if none.
     wait_started_ms: AtomicU64,
+    /// Type-specific details for `/status` (e.g. an MQTT source's window), under the
+    /// source type's name.
+    pub detail: std::sync::OnceLock<Detail>,
+}
+
+/// A source's type-specific `/status` details, read at request time.
+#[derive(Clone)]
+pub struct Detail(pub std::sync::Arc<dyn Fn() -> serde_json::Value + Send + Sync>);
+
+impl std::fmt::Debug for Detail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Detail")
+    }
 }
 
 /// A wait shorter than this is not backpressure, just work (an fsync).
@@ -54,6 +67,7 @@ impl SourceStats {
             refused_requests: AtomicU64::new(0),
             waiters: AtomicU64::new(0),
             wait_started_ms: AtomicU64::new(0),
+            detail: std::sync::OnceLock::new(),
         }
     }
 

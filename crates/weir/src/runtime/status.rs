@@ -58,9 +58,7 @@ impl Registry {
             .sources
             .iter()
             .map(|(name, kind, s)| {
-                (
-                    name.clone(),
-                    json!({
+                let mut section = json!({
                         "type": kind,
                         "records": get(&s.records),
                         "bytes": get(&s.bytes),
@@ -69,8 +67,11 @@ impl Registry {
                         "refused_records": get(&s.refused_records),
                         "refused_requests": get(&s.refused_requests),
                         "waiting_ms": s.waiting_ms(),
-                    }),
-                )
+                });
+                if let (Some(detail), Some(map)) = (s.detail.get(), section.as_object_mut()) {
+                    map.insert((*kind).to_owned(), (detail.0)());
+                }
+                (name.clone(), section)
             })
             .collect();
         Value::Object(map)

@@ -11,10 +11,12 @@
 //! | [`generator`] | waits for admission |
 //! | [`file`] | waits for admission; remembers its byte position after each durable batch |
 //! | [`http`] | answers 503 + `Retry-After` when admission fails within `admission_timeout` |
+//! | [`mqtt`] | withholds QoS 1/2 acks (the broker stops at its window); QoS 0 drops the newest, counted |
 
 pub mod file;
 pub mod generator;
 pub mod http;
+pub mod mqtt;
 
 use tokio::sync::watch;
 

@@ -1,0 +1,487 @@
+//! The MQTT source's sans-IO part: the ledger of messages between the broker and the
+//! WAL.
+//!
+//! The connection task [`offer`](Ledger::offer)s every PUBLISH; the appender task
+//! [`take`](Ledger::take)s what is waiting for the WAL, reports each durable unit with
+//! [`complete`](Ledger::complete), and sends the acks [`ready_acks`](Ledger::ready_acks)
+//! returns. The ledger keeps:
+//!
+//! - **arrival order**: every message gets a sequence number; units are taken and
+//!   completed in that order, and acks come out in it (MQTT requires PUBACKs in the
+//!   order the PUBLISHes arrived);
+//! - **the window**: QoS 1/2 messages of the current connection not yet acked. Above
+//!   `guard_limit` the offer answers [`Offer::Guard`]: the caller drops the connection
+//!   (never blocks);
+//! - **the QoS 0 budget**: bytes of QoS 0 payloads not yet durable. Above
+//!   `qos0_max_bytes` the newest message is dropped, counted, and the next accepted QoS
+//!   0 record carries `mqtt.gap = "true"` and `mqtt.gap_dropped = "N"`;
+//! - **connection epochs**: acks owed on a connection that is gone are never sent on
+//!   the next one. Their packet ids and fingerprints (topic and payload hash) are kept,
+//!   so that the broker's redelivery (`dup` set, same packet id, same content) of a
+//!   message already durable or on its way is not written twice: the redelivered copy
+//!   is acked once the first copy is durable.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::record::Record;
+
+/// Attribute set on the first QoS 0 record after drops.
+pub const GAP_ATTRIBUTE: &str = "mqtt.gap";
+/// Attribute with the number of QoS 0 messages dropped just before this record.
+pub const GAP_DROPPED_ATTRIBUTE: &str = "mqtt.gap_dropped";
+/// Prefix of MQTT 5 user properties turned into attributes.
+pub const USER_PROPERTY_PREFIX: &str = "mqtt.user.";
+
+/// What to send back to the broker once a QoS 1/2 message is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckToken {
+    /// 1 (PUBACK) or 2 (PUBREC; the client library completes the exchange).
+    pub qos: u8,
+    /// The PUBLISH's packet id.
+    pub pkid: u16,
+}
+
+/// One PUBLISH as received, independent of the protocol version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The topic (the record's key).
+    pub topic: String,
+    /// The payload.
+    pub payload: bytes::Bytes,
+    /// 0, 1 or 2.
+    pub qos: u8,
+    /// The retain flag.
+    pub retain: bool,
+    /// Set by the broker on a redelivery.
+    pub dup: bool,
+    /// The packet id (0 for QoS 0).
+    pub pkid: u16,
+    /// MQTT 5 user properties, in the order sent.
+    pub user_properties: Vec<(String, String)>,
+}
+
+/// The ledger's bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// The source's name (each record's `source`).
+    pub source: Arc<str>,
+    /// The broker's expected window (`expected_broker_window`): at this many unacked
+    /// messages the broker stops sending, and the source shows paused.
+    pub window: u64,
+    /// Unacked QoS 1/2 messages above which [`Offer::Guard`] answers.
+    pub guard_limit: u64,
+    /// `max_message_bytes`: larger payloads are quarantined.
+    pub max_message_bytes: u64,
+    /// `qos0_queue_bytes`.
+    pub qos0_max_bytes: u64,
+}
+
+/// What became of an offered message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// Queued for the WAL (and, for QoS 1/2, for an ack once durable).
+    Queued,
+    /// Larger than `max_message_bytes`: queued for the quarantine, then acked.
+    Oversized,
+    /// A redelivery of a message already durable or on its way: not written again,
+    /// acked once the first copy is durable.
+    Duplicate,
+    /// QoS 0 and the QoS 0 budget is spent: dropped and counted.
+    Dropped,
+    /// Taking it would exceed the guard: the caller must drop the connection. The
+    /// message is not kept (the broker redelivers it on a persistent session).
+    Guard,
+}
+
+/// What a taken unit of work does with a message.
+#[derive(Debug)]
+pub enum Work {
+    /// Append this record to the WAL.
+    Append(Record),
+    /// Write this message to the quarantine with the reason.
+    Quarantine {
+        /// The topic.
+        topic: String,
+        /// The payload.
+        payload: bytes::Bytes,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Messages taken for the WAL together; complete it with [`Ledger::complete`].
+#[derive(Debug)]
+pub struct Unit {
+    /// The messages, in arrival order.
+    pub work: Vec<Work>,
+    /// The sequence number after the last message: completing the unit makes every
+    /// message before it durable.
+    pub end_seq: u64,
+    /// QoS 0 payload bytes in the unit, released from the budget on completion.
+    pub qos0_bytes: u64,
+    /// Payload bytes in the unit.
+    pub bytes: u64,
+}
+
+/// Counters and gauges for `/status` and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MqttStatus {
+    /// Connected to the broker now.
+    pub connected: bool,
+    /// Connections made (CONNACKs received).
+    pub connections: u64,
+    /// Connections made after the first.
+    pub reconnects: u64,
+    /// QoS 1/2 messages of this connection not yet acked.
+    pub unacked: u64,
+    /// The most ever unacked at once.
+    pub max_unacked: u64,
+    /// `expected_broker_window`.
+    pub window: u64,
+    /// Unacked messages above which the guard disconnects.
+    pub guard_limit: u64,
+    /// Since when (ms since the epoch) the window has been full: the broker sends
+    /// nothing more until the WAL makes room. `null` when not full.
+    pub paused_since_ms: Option<u64>,
+    /// PUBLISH packets received.
+    pub received: u64,
+    /// Acks sent (PUBACK or PUBREC).
+    pub acked: u64,
+    /// Redeliveries not written again.
+    pub duplicates_skipped: u64,
+    /// QoS 0 payload bytes held (queued or on their way to the WAL).
+    pub qos0_queue_bytes: u64,
+    /// `qos0_queue_bytes`.
+    pub qos0_queue_max_bytes: u64,
+    /// QoS 0 messages dropped because the budget was spent.
+    pub qos0_dropped: u64,
+    /// Messages above `max_message_bytes` sent to the quarantine.
+    pub oversized: u64,
+    /// Connections dropped by the guard.
+    pub guard_disconnects: u64,
+    /// Connections lost to errors.
+    pub connection_errors: u64,
+    /// Mean time from PUBLISH received to ack sent, ms.
+    pub ack_latency_ms_mean: f64,
+    /// Largest time from PUBLISH received to ack sent, ms.
+    pub ack_latency_ms_max: u64,
+    /// The last connection error.
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    work: Work,
+    qos0_bytes: u64,
+    bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Owed {
+    /// The message whose durability this ack waits for (a duplicate's original).
+    durable_at: u64,
+    token: AckToken,
+    fingerprint: u64,
+    received_ms: u64,
+}
+
+/// The ledger. See the module docs.
+#[derive(Debug)]
+pub struct Ledger {
+    config: LedgerConfig,
+    next_seq: u64,
+    /// Every message with a sequence number below this is durable (or quarantined).
+    durable_end: u64,
+    /// Waiting for the appender, in arrival order; `pending_first_seq` is the first's.
+    pending: VecDeque<(u64, Pending)>,
+    /// Acks owed on the current connection, in arrival order.
+    owed: VecDeque<Owed>,
+    /// Acks owed on connections that are gone: packet id → (fingerprint, sequence).
+    orphans: HashMap<u16, (u64, u64)>,
+    gap_dropped: u64,
+    status: MqttStatus,
+    ack_latency_ms_sum: u64,
+}
+
+/// A fingerprint of a message's topic and payload, for recognising redeliveries.
+pub fn fingerprint(topic: &str, payload: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    topic.hash(&mut h);
+    payload.hash(&mut h);
+    h.finish()
+}
+
+impl Ledger {
+    /// An empty ledger, not connected.
+    pub fn new(config: LedgerConfig) -> Self {
+        let status = MqttStatus {
+            window: config.window,
+            guard_limit: config.guard_limit,
+            qos0_queue_max_bytes: config.qos0_max_bytes,
+            ..MqttStatus::default()
+        };
+        Ledger {
+            config,
+            next_seq: 0,
+            durable_end: 0,
+            pending: VecDeque::new(),
+            owed: VecDeque::new(),
+            orphans: HashMap::new(),
+            gap_dropped: 0,
+            status,
+            ack_latency_ms_sum: 0,
+        }
+    }
+
+    /// A connection is up. Without a session on the broker (`session_present`
+    /// false) nothing will be redelivered, so the orphans are forgotten.
+    pub fn on_connect(&mut self, session_present: bool) {
+        self.status.connected = true;
+        self.status.connections += 1;
+        self.status.reconnects = self.status.connections - 1;
+        if !session_present {
+            self.orphans.clear();
+        }
+    }
+
+    /// The connection is gone (an error, or the guard): acks owed on it will never
+    /// be sent; their messages become orphans the broker may redeliver.
+    pub fn on_disconnect(&mut self, error: Option<String>) {
+        if !self.status.connected {
+            return;
+        }
+        self.status.connected = false;
+        if let Some(error) = error {
+            self.status.connection_errors += 1;
+            self.status.last_error = Some(error);
+        }
+        for owed in self.owed.drain(..) {
+            self.orphans
+                .insert(owed.token.pkid, (owed.fingerprint, owed.durable_at));
+        }
+        self.status.unacked = 0;
+        self.status.paused_since_ms = None;
+    }
+
+    /// Records an error that did not come from an established connection (a failed
+    /// connection attempt).
+    pub fn on_connect_error(&mut self, error: String) {
+        self.status.last_error = Some(error);
+    }
+
+    /// Takes in one PUBLISH received at `now_ms`.
+    pub fn offer(&mut self, message: Message, now_ms: u64) -> Offer {
+        self.status.received += 1;
+        let bytes = message.payload.len() as u64;
+        if message.qos == 0 {
+            return self.offer_qos0(message, bytes, now_ms);
+        }
+        if self.status.unacked >= self.config.guard_limit {
+            self.status.guard_disconnects += 1;
+            self.on_disconnect(None);
+            return Offer::Guard;
+        }
+        let fingerprint = fingerprint(&message.topic, &message.payload);
+        let token = AckToken {
+            qos: message.qos,
+            pkid: message.pkid,
+        };
+        let orphan = self.orphans.remove(&message.pkid);
+        let (durable_at, offer) = match orphan {
+            Some((fp, seq)) if message.dup && fp == fingerprint => {
+                self.status.duplicates_skipped += 1;
+                (seq, Offer::Duplicate)
+            }
+            _ => {
+                let seq = self.next_seq;
+                let offer = self.enqueue(message, bytes, now_ms);
+                (seq, offer)
+            }
+        };
+        self.owed.push_back(Owed {
+            durable_at,
+            token,
+            fingerprint,
+            received_ms: now_ms,
+        });
+        self.status.unacked += 1;
+        self.status.max_unacked = self.status.max_unacked.max(self.status.unacked);
+        if self.status.unacked >= self.config.window && self.status.paused_since_ms.is_none() {
+            self.status.paused_since_ms = Some(now_ms);
+        }
+        offer
+    }
+
+    fn offer_qos0(&mut self, message: Message, bytes: u64, now_ms: u64) -> Offer {
+        // Oversized QoS 0 messages count against the budget too: a flood of them must
+        // not grow memory on its way to the quarantine.
+        if self.status.qos0_queue_bytes.saturating_add(bytes) > self.config.qos0_max_bytes {
+            self.status.qos0_dropped += 1;
+            self.gap_dropped += 1;
+            return Offer::Dropped;
+        }
+        let offer = self.enqueue(message, bytes, now_ms);
+        self.status.qos0_queue_bytes += bytes;
+        if let Some((_, p)) = self.pending.back_mut() {
+            p.qos0_bytes = bytes;
+        }
+        offer
+    }
+
+    /// Gives the message a sequence number and queues its work.
+    fn enqueue(&mut self, message: Message, bytes: u64, now_ms: u64) -> Offer {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let Message {
+            topic,
+            payload,
+            qos,
+            retain,
+            user_properties,
+            ..
+        } = message;
+        let (work, offer) = if bytes > self.config.max_message_bytes {
+            self.status.oversized += 1;
+            let reason = format!(
+                "mqtt message on topic {topic:?} has {bytes} payload bytes, above max_message_bytes ({})",
+                self.config.max_message_bytes
+            );
+            (
+                Work::Quarantine {
+                    topic,
+                    payload,
+                    reason,
+                },
+                Offer::Oversized,
+            )
+        } else {
+            let mut attributes = Vec::with_capacity(2 + user_properties.len());
+            attributes.push(("mqtt.qos".to_owned(), qos.to_string()));
+            attributes.push(("mqtt.retain".to_owned(), retain.to_string()));
+            if qos == 0 && self.gap_dropped > 0 {
+                attributes.push((GAP_ATTRIBUTE.to_owned(), "true".to_owned()));
+                attributes.push((
+                    GAP_DROPPED_ATTRIBUTE.to_owned(),
+                    self.gap_dropped.to_string(),
+                ));
+                self.gap_dropped = 0;
+            }
+            for (name, value) in user_properties {
+                let name = format!("{USER_PROPERTY_PREFIX}{name}");
+                // A repeated property keeps its first value.
+                if !attributes.iter().any(|(n, _)| *n == name) {
+                    attributes.push((name, value));
+                }
+            }
+            attributes.sort_by(|a, b| a.0.cmp(&b.0));
+            let record = Record {
+                source: Arc::clone(&self.config.source),
+                key: topic,
+                timestamp_ms: i64::try_from(now_ms).unwrap_or(i64::MAX),
+                payload,
+                attributes,
+            };
+            (Work::Append(record), Offer::Queued)
+        };
+        self.pending.push_back((
+            seq,
+            Pending {
+                work,
+                qos0_bytes: 0,
+                bytes,
+            },
+        ));
+        offer
+    }
+
+    /// Takes the waiting messages in arrival order, up to `max_records` and about
+    /// `max_bytes` payload bytes (at least one message). A quarantined message is
+    /// taken alone, so a unit is either all WAL appends or one quarantine write.
+    pub fn take(&mut self, max_records: usize, max_bytes: u64) -> Option<Unit> {
+        let (first_seq, first) = self.pending.front()?;
+        let mut end_seq = *first_seq;
+        let alone = matches!(first.work, Work::Quarantine { .. });
+        let mut unit = Unit {
+            work: Vec::new(),
+            end_seq,
+            qos0_bytes: 0,
+            bytes: 0,
+        };
+        while let Some((seq, p)) = self.pending.front() {
+            let is_quarantine = matches!(p.work, Work::Quarantine { .. });
+            let full = unit.work.len() >= max_records.max(1)
+                || (!unit.work.is_empty() && unit.bytes + p.bytes > max_bytes);
+            if !unit.work.is_empty() && (alone || is_quarantine || full) {
+                break;
+            }
+            end_seq = seq + 1;
+            let (_, p) = self.pending.pop_front().expect("front exists");
+            unit.qos0_bytes += p.qos0_bytes;
+            unit.bytes += p.bytes;
+            unit.work.push(p.work);
+        }
+        unit.end_seq = end_seq;
+        Some(unit)
+    }
+
+    /// A unit taken earlier is durable (or quarantined). Units complete in the order
+    /// they were taken.
+    pub fn complete(&mut self, end_seq: u64, qos0_bytes: u64) {
+        debug_assert!(end_seq >= self.durable_end, "units complete in order");
+        self.durable_end = self.durable_end.max(end_seq);
+        self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(qos0_bytes);
+    }
+
+    /// Acks that may go out now, at `now_ms`, in arrival order: the leading owed
+    /// acks whose messages are durable. Counted as sent.
+    pub fn ready_acks(&mut self, now_ms: u64) -> Vec<AckToken> {
+        let mut ready = Vec::new();
+        while let Some(owed) = self.owed.front() {
+            if owed.durable_at >= self.durable_end {
+                break;
+            }
+            let owed = self.owed.pop_front().expect("front exists");
+            let latency = now_ms.saturating_sub(owed.received_ms);
+            self.ack_latency_ms_sum += latency;
+            self.status.ack_latency_ms_max = self.status.ack_latency_ms_max.max(latency);
+            ready.push(owed.token);
+        }
+        let n = ready.len() as u64;
+        self.status.acked += n;
+        self.status.unacked -= n;
+        if self.status.unacked < self.config.window {
+            self.status.paused_since_ms = None;
+        }
+        ready
+    }
+
+    /// The counters now.
+    pub fn status(&self) -> MqttStatus {
+        let mut status = self.status.clone();
+        #[allow(clippy::cast_precision_loss, reason = "a mean for display")]
+        if status.acked > 0 {
+            status.ack_latency_ms_mean = self.ack_latency_ms_sum as f64 / status.acked as f64;
+        }
+        status
+    }
+
+    /// Messages waiting for the appender.
+    #[cfg(test)]
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Redelivery candidates kept from lost connections.
+    #[cfg(test)]
+    pub fn orphans_len(&self) -> usize {
+        self.orphans.len()
+    }
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

@@ -1,0 +1,470 @@
+//! The `mqtt` source: subscribes to a broker (MQTT 3.1.1 or 5) and withholds each QoS
+//! 1/2 ack until the record is durable in the WAL.
+//!
+//! Two tasks share a [`Ledger`] (see [`core`] for its rules):
+//!
+//! - the **connection task** owns rumqttc's event loop and awaits nothing but its
+//!   poll, so keepalive pings and queued acks go out while acks are withheld; the
+//!   broker stops at its inflight window (`max_inflight_messages`, or the receive
+//!   maximum weir announces under MQTT 5), and that is how backpressure reaches the
+//!   publishers. Each PUBLISH is [`offer`](Ledger::offer)ed to the ledger. When more
+//!   than `expected_broker_window × unacked_guard_multiple` messages are unacked, the
+//!   guard drops the connection (counted as `weir_mqtt_disconnects_total{reason=
+//!   "unacked_guard"}`) instead of holding more; after errors it reconnects with a
+//!   capped backoff (100 ms doubling to 30 s);
+//! - the **appender task** takes what the ledger holds in arrival order, in units of
+//!   up to 1024 records or 1 MiB, admits and appends each unit to the WAL (waiting
+//!   there is backpressure; it never blocks the connection task), and once a unit is
+//!   durable sends the acks that became due, in arrival order (MQTT requires it).
+//!
+//! Delivery: QoS 1/2 messages are acknowledged only once durable, so nothing the
+//! broker saw acknowledged is lost; after a crash or a lost connection the broker
+//! redelivers the rest (at least once: a message made durable whose ack was lost is
+//! written again, unless it is redelivered on a connection of the same run with the
+//! same packet id, topic and payload, which the ledger recognises and skips). QoS 0
+//! messages go through a byte-bounded budget (`qos0_queue_bytes`) that drops the newest
+//! when full, counted as `weir_source_dropped_total{reason="qos0_queue_full"}`, the next
+//! record carrying `mqtt.gap` and `mqtt.gap_dropped`. A message above
+//! `max_message_bytes` is written to `<quarantine dir>/<source>/` with the reason and
+//! then acked, so it never wedges the window.
+//!
+//! Memory: at most `guard_limit × max_message_bytes` of QoS 1/2 payloads (the broker
+//! window times `max_message_bytes` while the broker honours its window) plus
+//! `qos0_queue_bytes`; `weir validate` prints both.
+
+pub mod client;
+pub mod core;
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use tokio::sync::{Notify, watch};
+use weir_wal::{AppendError, Batch};
+
+use self::client::{Acker, Connection, Event};
+use self::core::{Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use crate::config::{MqttSource, Qos};
+use crate::quarantine::Quarantine;
+use crate::runtime::ingest::Ingest;
+use crate::telemetry::{State, Telemetry};
+
+/// Records per unit appended to the WAL.
+const UNIT_RECORDS: usize = 1024;
+/// Payload bytes per unit (about).
+const UNIT_BYTES: u64 = 1024 * 1024;
+/// Units on their way to durability at once.
+const UNITS_IN_FLIGHT: usize = 4;
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Wait after the guard dropped the connection, before reconnecting.
+const GUARD_BACKOFF: Duration = Duration::from_secs(1);
+/// Wait before retrying a unit the WAL refused (`on_full = "reject"`).
+const REFUSED_RETRY: Duration = Duration::from_millis(200);
+/// How long, at shutdown, units still waiting for admission may wait.
+const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
+
+/// What the two tasks and `/status` share.
+#[derive(Debug)]
+pub struct Shared {
+    ledger: Mutex<Ledger>,
+    work: Notify,
+}
+
+impl Shared {
+    /// The shared state of source `name`.
+    pub fn new(name: &Arc<str>, config: &MqttSource) -> Arc<Self> {
+        Arc::new(Shared {
+            ledger: Mutex::new(Ledger::new(LedgerConfig {
+                source: Arc::clone(name),
+                window: u64::from(config.expected_broker_window.get()),
+                guard_limit: config.guard_limit(),
+                max_message_bytes: config.max_message_bytes.bytes(),
+                qos0_max_bytes: config.qos0_queue_bytes.bytes(),
+            })),
+            work: Notify::new(),
+        })
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The counters now (for `/status`).
+    pub fn status(&self) -> MqttStatus {
+        self.ledger().status()
+    }
+}
+
+/// Registers the source's metrics: drops, unacked, reconnects, disconnects by reason.
+pub fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
+    type Field = fn(&MqttStatus) -> u64;
+    type Label<'a> = Option<(&'a str, &'a str)>;
+    let counters: [(&str, &str, Label<'_>, Field); 4] = [
+        (
+            "weir_source_dropped_total",
+            "Records a source dropped by policy, by reason.",
+            Some(("reason", "qos0_queue_full")),
+            |s| s.qos0_dropped,
+        ),
+        (
+            "weir_mqtt_reconnects_total",
+            "Connections to the broker made after the first.",
+            None,
+            |s| s.reconnects,
+        ),
+        (
+            "weir_mqtt_disconnects_total",
+            "Connections to the broker lost, by reason.",
+            Some(("reason", "unacked_guard")),
+            |s| s.guard_disconnects,
+        ),
+        (
+            "weir_mqtt_disconnects_total",
+            "Connections to the broker lost, by reason.",
+            Some(("reason", "connection_error")),
+            |s| s.connection_errors,
+        ),
+    ];
+    for (metric, help, label, field) in counters {
+        let mut labels = vec![("source", name)];
+        labels.extend(label);
+        let s = Arc::clone(shared);
+        telemetry.register_counter_fn(metric, help, &labels, move || field(&s.status()));
+    }
+    let gauges: [(&str, &str, Field); 3] = [
+        (
+            "weir_mqtt_unacked",
+            "QoS 1/2 messages received and not yet acked (waiting for durability).",
+            |s| s.unacked,
+        ),
+        (
+            "weir_mqtt_window",
+            "The broker's expected inflight window (expected_broker_window).",
+            |s| s.window,
+        ),
+        (
+            "weir_mqtt_qos0_queue_bytes",
+            "QoS 0 payload bytes held on their way to the WAL.",
+            |s| s.qos0_queue_bytes,
+        ),
+    ];
+    for (metric, help, field) in gauges {
+        let s = Arc::clone(shared);
+        #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
+        telemetry.register_gauge_fn(metric, help, &[("source", name)], move || {
+            field(&s.status()) as f64
+        });
+    }
+}
+
+/// Runs the source until `stop` turns true.
+///
+/// # Cancel safety
+///
+/// Not meant to be cancelled; stop it through `stop`.
+pub async fn run(
+    name: Arc<str>,
+    config: MqttSource,
+    ingest: Ingest,
+    quarantine: Quarantine,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) {
+    let (connection, acker) = match client::build(&config) {
+        Ok(pair) => pair,
+        Err(e) => {
+            let message = format!("sources.{name}.{e}");
+            tracing::error!("{message}");
+            ingest.stats().component.set_state(State::Failed(message));
+            return;
+        }
+    };
+    let (done_tx, done_rx) = watch::channel(false);
+    let appender = tokio::spawn(append_loop(
+        Arc::clone(&name),
+        ingest.clone(),
+        acker,
+        quarantine,
+        Arc::clone(&shared),
+        stop.clone(),
+        done_tx,
+    ));
+    connection_loop(&name, &config, connection, &ingest, &shared, stop, done_rx).await;
+    let _ = appender.await;
+    ingest.stats().component.set_state(State::Stopped);
+}
+
+/// Polls the event loop: the only await in the loop is the poll (and the backoff
+/// after an error, when there is no connection to keep alive).
+async fn connection_loop(
+    name: &str,
+    config: &MqttSource,
+    mut connection: Connection,
+    ingest: &Ingest,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+    mut appender_done: watch::Receiver<bool>,
+) {
+    let component = &ingest.stats().component;
+    let has_qos2 = config.topics.iter().any(|t| t.qos == Qos::ExactlyOnce);
+    let mut failures = 0u32;
+    let mut subscribed = false;
+    let mut stopping = false;
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = super::stopped(&mut stop), if !stopping => {
+                // Keep polling until the appender has made durable what it holds and
+                // queued its acks; take nothing new meanwhile.
+                stopping = true;
+                continue;
+            }
+            _ = appender_done.wait_for(|d| *d), if stopping => break,
+            event = connection.poll() => event,
+        };
+        match event {
+            Ok(Event::Connected { session_present }) => {
+                failures = 0;
+                shared.ledger().on_connect(session_present);
+                if session_present && has_qos2 {
+                    connection.expect_pubrels();
+                }
+                // Subscribe on the first connection of this run (the config may have
+                // changed since the session was made) and whenever the broker lost it.
+                if !subscribed || !session_present {
+                    match connection.subscribe(config) {
+                        Ok(()) => subscribed = true,
+                        Err(e) => tracing::warn!("source {name}: subscribing failed: {e}"),
+                    }
+                }
+                component.set_state(State::Running);
+                tracing::info!(
+                    source = name,
+                    "mqtt: connected to {}:{} (session present: {session_present})",
+                    config.url.host,
+                    config.url.port
+                );
+            }
+            Ok(Event::Publish(message)) => {
+                if stopping {
+                    continue; // not acked: the broker redelivers it next time
+                }
+                let offer = shared.ledger().offer(message, now_ms());
+                match offer {
+                    Offer::Queued | Offer::Oversized | Offer::Duplicate => {
+                        shared.work.notify_one();
+                    }
+                    Offer::Dropped => {}
+                    Offer::Guard => {
+                        connection.drop_connection();
+                        let limit = config.guard_limit();
+                        tracing::warn!(
+                            source = name,
+                            "mqtt: more than {limit} messages unacked (expected_broker_window {} × \
+                             unacked_guard_multiple {}): the broker's window is larger than configured; \
+                             dropped the connection, reconnecting in {GUARD_BACKOFF:?}. Set \
+                             expected_broker_window to the broker's max_inflight_messages",
+                            config.expected_broker_window,
+                            config.unacked_guard_multiple,
+                        );
+                        tokio::select! {
+                            () = super::stopped(&mut stop) => stopping = true,
+                            () = tokio::time::sleep(GUARD_BACKOFF) => {}
+                        }
+                    }
+                }
+            }
+            Ok(Event::SubscriptionRefused(refused)) => {
+                let list = refused
+                    .iter()
+                    .map(|(i, reason)| {
+                        let filter = config.topics.get(*i).map_or("?", |t| t.filter.as_str());
+                        format!("{filter:?} ({reason})")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let message = format!(
+                    "the broker refused the subscriptions {list}; check the broker's ACL and the filters in sources.{name}.topics"
+                );
+                tracing::error!(source = name, "mqtt: {message}");
+                component.set_state(State::Failed(message));
+            }
+            Ok(Event::Other) => {}
+            Err(error) => {
+                if stopping {
+                    break;
+                }
+                failures = failures.saturating_add(1);
+                let delay = client::backoff(failures, MAX_BACKOFF);
+                {
+                    let mut ledger = shared.ledger();
+                    if ledger.status().connected {
+                        ledger.on_disconnect(Some(error.clone()));
+                    } else {
+                        ledger.on_connect_error(error.clone());
+                    }
+                }
+                tracing::warn!(
+                    source = name,
+                    "mqtt: {error}; reconnecting to {}:{} in {delay:?}",
+                    config.url.host,
+                    config.url.port
+                );
+                component.set_state(State::Failed(format!(
+                    "disconnected from {}:{} ({error}); reconnecting",
+                    config.url.host, config.url.port
+                )));
+                tokio::select! {
+                    () = super::stopped(&mut stop) => stopping = true,
+                    () = tokio::time::sleep(delay) => {}
+                }
+                if stopping {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Takes units from the ledger, makes them durable, sends the acks that fall due.
+async fn append_loop(
+    name: Arc<str>,
+    ingest: Ingest,
+    acker: Acker,
+    quarantine: Quarantine,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    done: watch::Sender<bool>,
+) {
+    let mut in_flight = FuturesOrdered::new();
+    let mut stopping = false;
+    loop {
+        while in_flight.len() < UNITS_IN_FLIGHT {
+            let Some(unit) = shared.ledger().take(UNIT_RECORDS, UNIT_BYTES) else {
+                break;
+            };
+            in_flight.push_back(tokio::spawn(make_durable(
+                Arc::clone(&name),
+                unit,
+                ingest.clone(),
+                quarantine.clone(),
+                stopping,
+            )));
+        }
+        if stopping && in_flight.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => match done {
+                Ok(Ok((end_seq, qos0_bytes))) => {
+                    shared.ledger().complete(end_seq, qos0_bytes);
+                }
+                Ok(Err(message)) if stopping => {
+                    // Shutting down and the WAL did not take it in time: not acked, so
+                    // the broker redelivers it to the next run.
+                    tracing::info!(source = %name, "mqtt: at shutdown, {message}; the broker keeps what was not acked");
+                    break;
+                }
+                Ok(Err(message)) => {
+                    // The WAL is closed or poisoned: nothing more becomes durable, and
+                    // nothing unacked is acked; the broker keeps it.
+                    tracing::error!(source = %name, "mqtt: {message}");
+                    ingest.stats().component.set_state(State::Failed(message));
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(source = %name, "mqtt: append task failed: {e}");
+                    break;
+                }
+            },
+            () = shared.work.notified(), if !stopping => {}
+            () = super::stopped(&mut stop), if !stopping => stopping = true,
+        }
+        let acks = shared.ledger().ready_acks(now_ms());
+        for token in acks {
+            if let Err(e) = acker.ack(token).await {
+                tracing::debug!(source = %name, "mqtt: ack not sent: {e}");
+            }
+        }
+    }
+    let _ = done.send(true);
+}
+
+/// Makes one unit durable: a quarantine write, or a WAL append retried while the WAL
+/// refuses it for room. Returns the unit's end sequence and QoS 0 bytes.
+async fn make_durable(
+    name: Arc<str>,
+    unit: Unit,
+    ingest: Ingest,
+    quarantine: Quarantine,
+    stopping: bool,
+) -> Result<(u64, u64), String> {
+    let Unit {
+        work,
+        end_seq,
+        qos0_bytes,
+        ..
+    } = unit;
+    let mut batch = Batch::new();
+    let mut wire = Vec::new();
+    for item in work {
+        match item {
+            Work::Append(record) => {
+                wire.clear();
+                record.encode_into(&mut wire);
+                // max_message_bytes is validated below the WAL's record limit.
+                if let Err(e) = batch.push(&wire) {
+                    return Err(format!("a record does not fit the WAL: {e}"));
+                }
+            }
+            Work::Quarantine {
+                topic,
+                payload,
+                reason,
+            } => {
+                let q = quarantine.clone();
+                let source = Arc::clone(&name);
+                let written = tokio::task::spawn_blocking(move || {
+                    q.put(&source, &reason, &payload).and_then(|()| q.sync())
+                })
+                .await;
+                match written {
+                    Ok(Ok(())) => {
+                        tracing::warn!(source = %name, "mqtt: quarantined an oversized message on {topic:?}");
+                    }
+                    Ok(Err(e)) => {
+                        tracing::error!(source = %name, "mqtt: quarantining a message on {topic:?} failed, acked anyway so the window is not wedged: {e}");
+                    }
+                    Err(e) => return Err(format!("quarantine task failed: {e}")),
+                }
+            }
+        }
+    }
+    if batch.is_empty() {
+        return Ok((end_seq, qos0_bytes));
+    }
+    loop {
+        let deadline = stopping.then(|| std::time::Instant::now() + SHUTDOWN_ADMISSION);
+        let admission = match ingest.admit(batch.encoded_len(), deadline).await {
+            Ok(a) => a,
+            Err(e) => return Err(format!("the WAL did not admit a batch: {e}")),
+        };
+        match admission.append(batch).await {
+            Ok(_) => return Ok((end_seq, qos0_bytes)),
+            Err(AppendError::Full { batch: b, .. } | AppendError::Busy(b)) => {
+                // on_full = "reject": withhold the acks and try again; the broker's
+                // window holds the rest meanwhile.
+                batch = b;
+                tokio::time::sleep(REFUSED_RETRY).await;
+            }
+            Err(e) => return Err(format!("the WAL refused a batch: {e}")),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(crate::record::now_ms()).unwrap_or(0)
+}
