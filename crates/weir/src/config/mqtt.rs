@@ -250,6 +250,13 @@ impl MqttSource {
                 ),
             );
         }
+        if protocol == Some(MqttProtocol::V5) && keepalive.get() < std::time::Duration::from_secs(5)
+        {
+            s.error(
+                "keepalive",
+                format!("expected at least 5s with protocol = \"5\" (the MQTT 5 client's minimum), found {keepalive}"),
+            );
+        }
         let username_env = s.opt::<String>("username_env");
         let password_env = s.opt::<String>("password_env");
         for (key, env) in [

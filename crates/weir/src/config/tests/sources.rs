@@ -68,6 +68,17 @@ fn every_mqtt_mistake_is_reported() {
     );
     let missing = source("").expect_err("no topics");
     assert!(missing[0].starts_with("sources.m.topics: missing required key"));
+    let v5_keepalive = source("topics = [\"a\"]\nprotocol = \"5\"\nkeepalive = \"2s\"")
+        .expect_err("MQTT 5 keepalive below 5 s");
+    assert!(
+        v5_keepalive[0]
+            .starts_with("sources.m.keepalive: expected at least 5s with protocol = \"5\""),
+        "{v5_keepalive:?}"
+    );
+    assert!(
+        source("topics = [\"a\"]\nkeepalive = \"2s\"").is_ok(),
+        "3.1.1 allows 1 s"
+    );
     let v311_expiry = source("topics = [\"a\"]\nsession_expiry = \"1h\"").expect_err("3.1.1");
     assert!(v311_expiry[0].starts_with("sources.m.session_expiry: needs protocol = \"5\""));
 }

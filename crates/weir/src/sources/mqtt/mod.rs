@@ -13,7 +13,8 @@
 //!   "unacked_guard"}`) instead of holding more; after errors it reconnects with a
 //!   capped backoff (100 ms doubling to 30 s);
 //! - the **appender task** takes what the ledger holds in arrival order, in units of
-//!   up to 1024 records or 1 MiB, admits and appends each unit to the WAL (waiting
+//!   up to 1024 records or 1 MiB, one unit at a time so the WAL keeps arrival order,
+//!   admits and appends each unit to the WAL (waiting
 //!   there is backpressure; it never blocks the connection task), and once a unit is
 //!   durable sends the acks that became due, in arrival order (MQTT requires it).
 //!
@@ -54,8 +55,11 @@ use crate::telemetry::{State, Telemetry};
 const UNIT_RECORDS: usize = 1024;
 /// Payload bytes per unit (about).
 const UNIT_BYTES: u64 = 1024 * 1024;
-/// Units on their way to durability at once.
-const UNITS_IN_FLIGHT: usize = 4;
+/// Units on their way to durability at once: one, so that records reach the WAL in
+/// the order they arrived (per-topic order for the sinks). Throughput still scales: a
+/// unit takes everything that arrived while the previous one was made durable (group
+/// commit), up to [`UNIT_RECORDS`].
+const UNITS_IN_FLIGHT: usize = 1;
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Wait after the guard dropped the connection, before reconnecting.
