@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::mqtt::MqttSource;
-use super::units::{ByteSize, serialize_std_duration, string_enum};
+use super::units::{ByteSize, Duration, serialize_std_duration, string_enum};
 use super::walk::Section;
 
 /// One configured source.
@@ -173,7 +173,7 @@ impl FileSource {
 }
 
 /// `type = "http"`: POST NDJSON; 200 once durable, 503 + `Retry-After` when admission
-/// fails, 413 above `max_body`.
+/// fails, 413 above `max_body`, 408 when the body is slower than `body_timeout`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HttpSource {
     /// Address to listen on. Required.
@@ -190,6 +190,10 @@ pub struct HttpSource {
     pub auth_token_env: Option<String>,
     /// Requests served at once; more wait in the accept queue. Default 16.
     pub max_concurrent_requests: NonZeroU32,
+    /// How long the whole body may take to arrive once the request head is in; a
+    /// slower body gets 408 and the connection is closed, freeing its request slot.
+    /// Default 10 s.
+    pub body_timeout: Duration,
 }
 
 impl HttpSource {
@@ -215,6 +219,7 @@ impl HttpSource {
                 "max_concurrent_requests",
                 NonZeroU32::new(16).expect("16 > 0"),
             ),
+            body_timeout: s.or("body_timeout", Duration::secs(10)),
             listen: listen?,
         })
     }

@@ -147,6 +147,7 @@ fn source_defaults_are_filled_in() {
         std::time::Duration::from_millis(100)
     );
     assert_eq!(http.auth_token_env, None);
+    assert_eq!(http.body_timeout.get(), std::time::Duration::from_secs(10));
     let SourceKind::Nats(nats) = &config.sources["js"].kind else {
         panic!("js is nats")
     };

@@ -9,11 +9,13 @@
 //! | 200 `{"accepted": N}` | every record of the body is durable in the WAL |
 //! | 400 | a line is not JSON (the first bad line is named) |
 //! | 401 | `auth_token_env` is set and the request lacks `Authorization: Bearer <token>` |
+//! | 408 + `Connection: close` | the body has not fully arrived `body_timeout` after the request head (default 10 s) |
 //! | 413 | the body is larger than `max_body` (by `Content-Length`, or while streaming: the body is never read past it) |
 //! | 503 + `Retry-After` | `max_concurrent_requests` are already in flight (at once); admission did not succeed within `admission_timeout`; the WAL refused (`on_full = "reject"`) |
 //!
 //! Bounded: at most `max_concurrent_requests` bodies of at most `max_body` bytes are in
-//! memory. A request waits for admission (source → WAL channel, and under `on_full =
+//! memory, and a client that sends its body slowly holds its slot at most
+//! `body_timeout`. A request waits for admission (source → WAL channel, and under `on_full =
 //! "block"` the WAL's disk budget) at most `admission_timeout`; once admitted, it waits
 //! for the fsync that makes it durable. A 503 after a timeout inside the WAL's writer
 //! may still have made the body durable: clients retrying after a 503 get
@@ -49,6 +51,7 @@ struct Shared {
     ingest: Ingest,
     max_body: u64,
     admission_timeout: Duration,
+    body_timeout: Duration,
     token: Option<String>,
     requests: Semaphore,
 }
@@ -91,6 +94,7 @@ pub async fn run(
         ingest,
         max_body: config.max_body.bytes(),
         admission_timeout: config.admission_timeout,
+        body_timeout: config.body_timeout.get(),
         token,
         requests: Semaphore::new(SemaphoreConfig::new(u64::from(
             config.max_concurrent_requests.get(),
@@ -167,10 +171,12 @@ async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
     {
         return too_large(shared.max_body, Some(len));
     }
-    let body = match read_capped(body, shared.max_body).await {
-        Ok(body) => body,
-        Err(Capped::TooLarge) => return too_large(shared.max_body, None),
-        Err(Capped::Io(e)) => {
+    let read = tokio::time::timeout(shared.body_timeout, read_capped(body, shared.max_body));
+    let body = match read.await {
+        Ok(Ok(body)) => body,
+        Err(_elapsed) => return body_timed_out(shared.body_timeout),
+        Ok(Err(Capped::TooLarge)) => return too_large(shared.max_body, None),
+        Ok(Err(Capped::Io(e))) => {
             return error(
                 StatusCode::BAD_REQUEST,
                 format!("reading the body failed: {e}"),
@@ -226,6 +232,24 @@ async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
         Err(e @ AppendError::TooLarge { .. }) => error(StatusCode::PAYLOAD_TOO_LARGE, e),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }
+}
+
+/// 408, closing the connection: the rest of the body may still be on its way, so the
+/// connection cannot carry another request.
+fn body_timed_out(timeout: Duration) -> Response {
+    let mut response = error(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "the body did not arrive within body_timeout ({}); send it faster, send less, \
+             or raise body_timeout",
+            humantime::format_duration(timeout)
+        ),
+    );
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 fn too_large(max: u64, declared: Option<u64>) -> Response {
