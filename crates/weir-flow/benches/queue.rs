@@ -293,7 +293,33 @@ fn compare() {
     }
 }
 
+/// `QUEUE_BENCH_PROFILE=case:producers[:runs]` (e.g. `weir:1:200`): runs only that
+/// case, `runs` times (default 100), for a profiler (`perf record`, `valgrind
+/// --tool=callgrind`); prints nothing else.
+fn profile(spec: &str) {
+    let mut parts = spec.split(':');
+    let name = parts.next().unwrap_or_default();
+    let case = CASES
+        .iter()
+        .position(|case| *case == name)
+        .unwrap_or_else(|| panic!("QUEUE_BENCH_PROFILE: unknown case {name:?}; one of {CASES:?}"));
+    let producers = parts.next().and_then(|p| p.parse().ok()).unwrap_or(1);
+    let runs = parts
+        .next()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100usize);
+    let total: Duration = (0..runs).map(|_| time_case(case, producers)).sum();
+    println!(
+        "{name}, {producers} → 1: {runs} runs, {:.2} M items/s on average",
+        (ITEMS * runs) as f64 / total.as_secs_f64() / 1e6
+    );
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("QUEUE_BENCH_PROFILE") {
+        profile(&spec);
+        return;
+    }
     divan::main();
     compare();
 }

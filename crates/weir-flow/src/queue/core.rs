@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
+use std::time::Duration;
 
 use super::config::{Capacity, KeyFn, OnFull, QueueConfig, WeighFn};
 use super::outcome::{Evicted, Offer, Popped, Reservation, ReserveRefused, Taken};
@@ -13,9 +14,16 @@ use crate::{FlowStats, Timestamp};
 /// its bound).
 const MAX_PREALLOCATED_SLOTS: usize = 4096;
 
-/// One queued item with what the queue knows about it.
-struct Slot<T, K> {
-    item: T,
+/// One queued item as the consumer gets it: the item and when it was enqueued.
+pub(crate) struct Entry<T> {
+    pub(crate) item: T,
+    pub(crate) enqueued_at: Timestamp,
+}
+
+/// What the queue keeps about one queued item besides the item itself. Kept apart from
+/// the items so that the items can be lent to the async receiver in one swap (see
+/// [`QueueCore::lend`]) while the accounting stays here.
+struct Meta<K> {
     enqueued_at: Timestamp,
     weight: u64,
     /// The conflation key, kept only under [`OnFull::Conflate`].
@@ -64,24 +72,41 @@ struct Slot<T, K> {
 /// assert_eq!(stats.max_queue_wait, Duration::from_millis(30));
 /// assert!(stats.is_conserved());
 /// ```
+// `repr(C)` to keep the fields every offer and take touches (the first ones) on as few
+// cache lines as possible: the async shell's senders and receiver run on different
+// threads and each cache line they both write moves between cores.
+#[repr(C)]
 pub struct QueueCore<T, K = ()> {
-    slots: VecDeque<Slot<T, K>>,
-    capacity: Capacity,
-    on_full: OnFull,
+    /// The queued items not lent out, oldest first: `items[i]` goes with
+    /// `meta[lent + i]`.
+    items: VecDeque<Entry<T>>,
+    /// Every queued item's accounting, oldest first, lent ones included.
+    meta: VecDeque<Meta<K>>,
+    /// How many items at the front of `meta` were lent to the receiver (moved out of
+    /// `items` by [`QueueCore::lend`]) and not yet [settled](QueueCore::settle). They
+    /// still count as queued: for the bounds, the depth, the weight and the head's age.
+    lent: usize,
     /// The item bound, lowered to `max_keys` under `Conflate`.
     item_limit: usize,
+    reserved_items: usize,
+    weight: u64,
+    reserved_weight: u64,
+    /// The hot counters, kept apart from the others (see [`QueueCore::stats`]).
+    offered: u64,
+    accepted: u64,
+    max_depth: u64,
+    capacity: Capacity,
     weigh: Option<WeighFn<T>>,
-    key_of: KeyFn<T, K>,
+    closed: bool,
     conflate: bool,
+    on_full: OnFull,
+    key_of: KeyFn<T, K>,
     /// Conflation key → sequence number of its slot. Slots are numbered in arrival
     /// order and leave only from the front, so slot index = `seq - head_seq`.
     keys: HashMap<K, u64>,
     head_seq: u64,
-    weight: u64,
-    reserved_items: usize,
-    reserved_weight: u64,
-    closed: bool,
-    /// Counters; `depth`, `bytes` and `oldest_age` are filled in by [`QueueCore::stats`].
+    /// The other counters; `offered`, `accepted`, `max_depth`, `depth`, `bytes` and
+    /// `oldest_age` are filled in by [`QueueCore::stats`].
     stats: FlowStats,
 }
 
@@ -106,7 +131,9 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
             _ => (false, capacity.item_limit()),
         };
         QueueCore {
-            slots: VecDeque::with_capacity(item_limit.min(MAX_PREALLOCATED_SLOTS)),
+            items: VecDeque::with_capacity(preallocated_slots(item_limit)),
+            meta: VecDeque::with_capacity(preallocated_slots(item_limit)),
+            lent: 0,
             capacity,
             on_full,
             item_limit,
@@ -118,6 +145,9 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
             weight: 0,
             reserved_items: 0,
             reserved_weight: 0,
+            offered: 0,
+            accepted: 0,
+            max_depth: 0,
             closed: false,
             stats: FlowStats::default(),
         }
@@ -136,7 +166,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
         }
         let weight = self.weight_of(&item);
         if weight > self.capacity.weight_limit() {
-            self.stats.offered += 1;
+            self.offered += 1;
             self.stats.rejected += 1;
             return Offer::TooHeavy(item);
         }
@@ -153,9 +183,17 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     /// The common case of [`QueueCore::offer`] without the [`Offer`] around it: queues
     /// `item` (counted as offered and accepted) if the queue is open, not conflating
     /// and has room, else hands it back untouched and uncounted for `offer` to decide.
+    ///
+    /// With items lent out it also hands the item back when the push would raise
+    /// `max_depth`: lent items the receiver has already delivered still count as
+    /// queued until settled, so the caller settles first (and then offers), keeping
+    /// `max_depth` exact.
     #[inline]
     pub(crate) fn try_push(&mut self, item: T, now: Timestamp) -> Result<(), T> {
         if self.closed || self.conflate {
+            return Err(item);
+        }
+        if self.lent > 0 && self.meta.len() as u64 >= self.max_depth {
             return Err(item);
         }
         let weight = self.weight_of(&item);
@@ -193,14 +231,19 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     /// (strictly: an item exactly `max_age` old is delivered), else
     /// [`Popped::Delivered`]. One item per call, for callers that want to see expired
     /// items one by one. `None` when the queue is empty.
+    ///
+    /// # Panics
+    ///
+    /// If items are lent out (only the async shell lends, and it never pops then).
     #[inline]
     pub fn pop(&mut self, now: Timestamp) -> Option<Popped<T>> {
-        let enqueued_at = self.slots.front()?.enqueued_at;
+        assert_eq!(self.lent, 0, "pop with items lent out");
+        let enqueued_at = self.items.front()?.enqueued_at;
         let age = now.saturating_duration_since(enqueued_at);
         let expired = self.on_full.max_age().is_some_and(|max_age| age > max_age);
-        let slot = self.pop_front()?;
+        let entry = self.pop_front()?;
         let taken = Taken {
-            item: slot.item,
+            item: entry.item,
             enqueued_at,
         };
         if expired {
@@ -298,17 +341,20 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
                 }
             }
         }
+        // Conflating queues never lend, so `items` and `meta` line up.
         let index = usize::try_from(seq - self.head_seq).unwrap_or(usize::MAX);
-        let Some(slot) = self.slots.get_mut(index) else {
+        let (Some(entry), Some(meta)) = (self.items.get_mut(index), self.meta.get_mut(index))
+        else {
             // Unreachable: `keys` only holds sequence numbers of queued slots.
             return self.reject(item);
         };
-        let old_weight = std::mem::replace(&mut slot.weight, weight);
-        slot.enqueued_at = now;
-        let old = std::mem::replace(&mut slot.item, item);
+        let old_weight = std::mem::replace(&mut meta.weight, weight);
+        meta.enqueued_at = now;
+        entry.enqueued_at = now;
+        let old = std::mem::replace(&mut entry.item, item);
         self.weight = self.weight - old_weight + weight;
-        self.stats.offered += 1;
-        self.stats.accepted += 1;
+        self.offered += 1;
+        self.accepted += 1;
         self.stats.superseded += 1;
         Offer::Superseded { old, evicted }
     }
@@ -317,7 +363,7 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     /// the weight bound.
     fn replacement_fits(&self, seq: u64, weight: u64) -> bool {
         let index = usize::try_from(seq - self.head_seq).unwrap_or(usize::MAX);
-        let old_weight = self.slots.get(index).map_or(0, |slot| slot.weight);
+        let old_weight = self.meta.get(index).map_or(0, |meta| meta.weight);
         fits_weight(
             self.weight - old_weight,
             self.reserved_weight,
@@ -329,47 +375,58 @@ impl<T, K: Hash + Eq + Clone> QueueCore<T, K> {
     #[inline]
     fn push(&mut self, item: T, weight: u64, key: Option<K>, now: Timestamp) {
         if let Some(key) = &key {
-            let seq = self.head_seq + self.slots.len() as u64;
+            let seq = self.head_seq + self.meta.len() as u64;
             self.keys.insert(key.clone(), seq);
         }
-        self.slots.push_back(Slot {
+        self.items.push_back(Entry {
             item,
+            enqueued_at: now,
+        });
+        self.meta.push_back(Meta {
             enqueued_at: now,
             weight,
             key,
         });
-        self.weight += weight;
-        self.stats.offered += 1;
-        self.stats.accepted += 1;
-        self.stats.max_depth = self.stats.max_depth.max(self.slots.len() as u64);
+        // Written only when changed: an unchanged line stays shared between cores.
+        if weight != 0 {
+            self.weight += weight;
+        }
+        self.offered += 1;
+        self.accepted += 1;
+        if self.meta.len() as u64 > self.max_depth {
+            self.max_depth = self.meta.len() as u64;
+        }
     }
 
+    /// Removes the head (nothing may be lent out).
     #[inline]
-    fn pop_front(&mut self) -> Option<Slot<T, K>> {
-        let slot = self.slots.pop_front()?;
-        self.head_seq += 1;
-        self.weight -= slot.weight;
-        if let Some(key) = &slot.key {
-            self.keys.remove(key);
+    fn pop_front(&mut self) -> Option<Entry<T>> {
+        let entry = self.items.pop_front()?;
+        if let Some(meta) = self.meta.pop_front() {
+            self.head_seq += 1;
+            self.weight -= meta.weight;
+            if let Some(key) = &meta.key {
+                self.keys.remove(key);
+            }
         }
-        Some(slot)
+        Some(entry)
     }
 
     fn evict_front(&mut self, evicted: &mut Evicted<T>) {
-        if let Some(slot) = self.pop_front() {
+        if let Some(entry) = self.pop_front() {
             self.stats.dropped_oldest += 1;
-            evicted.push(slot.item);
+            evicted.push(entry.item);
         }
     }
 
     fn reject(&mut self, item: T) -> Offer<T> {
-        self.stats.offered += 1;
+        self.offered += 1;
         self.stats.rejected += 1;
         Offer::Rejected(item)
     }
 
     fn drop_newest(&mut self, item: T) -> Offer<T> {
-        self.stats.offered += 1;
+        self.offered += 1;
         self.stats.dropped_newest += 1;
         Offer::DroppedNewest(item)
     }
@@ -385,7 +442,7 @@ impl<T, K> QueueCore<T, K> {
     /// Records a blocked offer that the caller gave up on (for example a send that
     /// timed out) as offered and rejected, keeping the stats conserved.
     pub fn record_abandoned(&mut self) {
-        self.stats.offered += 1;
+        self.offered += 1;
         self.stats.rejected += 1;
     }
 
@@ -404,7 +461,7 @@ impl<T, K> QueueCore<T, K> {
     /// weight bound is not considered). `usize::MAX`-ish when there is no item bound.
     pub fn room(&self) -> usize {
         self.item_limit
-            .saturating_sub(self.slots.len() + self.reserved_items)
+            .saturating_sub(self.meta.len() + self.reserved_items)
     }
 
     /// Whether a new item of weight `weight` would fit now without any eviction.
@@ -419,12 +476,12 @@ impl<T, K> QueueCore<T, K> {
 
     /// Number of queued items.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.meta.len()
     }
 
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.meta.is_empty()
     }
 
     /// Total weight of the queued items.
@@ -434,7 +491,7 @@ impl<T, K> QueueCore<T, K> {
 
     /// When the head item was enqueued, if any.
     pub fn oldest_enqueued_at(&self) -> Option<Timestamp> {
-        self.slots.front().map(|slot| slot.enqueued_at)
+        self.meta.front().map(|meta| meta.enqueued_at)
     }
 
     /// The bound.
@@ -450,7 +507,10 @@ impl<T, K> QueueCore<T, K> {
     /// The stats as of `now` (`oldest_age` is measured against `now`).
     pub fn stats(&self, now: Timestamp) -> FlowStats {
         FlowStats {
-            depth: self.slots.len() as u64,
+            offered: self.offered,
+            accepted: self.accepted,
+            max_depth: self.max_depth,
+            depth: self.meta.len() as u64,
             bytes: self.weight,
             oldest_age: self
                 .oldest_enqueued_at()
@@ -460,10 +520,108 @@ impl<T, K> QueueCore<T, K> {
         }
     }
 
+    /// How many lent items are not settled yet (delivered or not).
+    pub(crate) fn lent(&self) -> usize {
+        self.lent
+    }
+
+    /// Whether settling first could change what happens to the next item of
+    /// `weight`: items are lent (some of them may be delivered already, unknown to the
+    /// core until settled) and by the core's count, which still includes them, the
+    /// item would not fit or would raise `max_depth`.
+    #[inline]
+    pub(crate) fn needs_settling(&self, weight: u64) -> bool {
+        self.lent > 0 && (self.meta.len() as u64 >= self.max_depth || !self.fits(weight))
+    }
+
+    /// [`QueueCore::needs_settling`] for an item offered into `reservation` (which
+    /// [`QueueCore::offer_reserved`] gives back first).
+    #[inline]
+    pub(crate) fn needs_settling_reserved(&self, weight: u64, reservation: &Reservation) -> bool {
+        if self.lent == 0 {
+            return false;
+        }
+        let fits = self.meta.len() + self.reserved_items - 1 < self.item_limit
+            && fits_weight(
+                self.weight,
+                self.reserved_weight - reservation.weight,
+                weight,
+                &self.capacity,
+            );
+        self.meta.len() as u64 >= self.max_depth || !fits
+    }
+
+    /// Whether the queue may lend its items to a receiver ([`QueueCore::lend`]): only
+    /// when no policy reaches queued items after they were queued (`DropOldest`
+    /// evicts the head, `Expire` discards it at take, `Conflate` replaces items in
+    /// place), since lent items are out of the core's reach.
+    pub(crate) fn can_lend(&self) -> bool {
+        !self.conflate
+            && self.on_full.max_age().is_none()
+            && self.on_full.fallback() != super::Fallback::DropOldest
+    }
+
+    /// Lends every queued item not lent yet to the receiver: swaps them into `into`
+    /// (empty, so no item is copied; its allocation comes back for the next items)
+    /// and returns how many. Lent items stay queued for the accounting (bounds,
+    /// depth, weight, head age) until [`QueueCore::settle`] records them as
+    /// delivered; the receiver delivers them in order.
+    pub(crate) fn lend(&mut self, into: &mut VecDeque<Entry<T>>) -> usize {
+        debug_assert!(into.is_empty() && self.can_lend());
+        std::mem::swap(&mut self.items, into);
+        let count = into.len();
+        self.lent += count;
+        count
+    }
+
+    /// Records the next `count` lent items as delivered, `max_wait` being the longest
+    /// wait among them (or any earlier value: only the maximum is kept).
+    pub(crate) fn settle(&mut self, count: usize, max_wait: Duration) {
+        let count = count.min(self.lent);
+        if count == 0 {
+            return;
+        }
+        let mut freed = 0;
+        for meta in self.meta.drain(..count) {
+            freed += meta.weight;
+        }
+        self.weight -= freed;
+        self.lent -= count;
+        self.head_seq += count as u64;
+        self.stats.delivered += count as u64;
+        self.stats.max_queue_wait = self.stats.max_queue_wait.max(max_wait);
+    }
+
+    /// How many of the lent items must still be settled before at least `min_room`
+    /// items fit by count and one item of `weight` fits by weight; `None` if settling
+    /// every lent item would not be enough (more room then needs a take).
+    pub(crate) fn lent_needed_for(&self, min_room: usize, weight: u64) -> Option<usize> {
+        let mut needed = min_room.saturating_sub(self.room());
+        if needed > self.lent {
+            return None;
+        }
+        if self.weigh.is_none() {
+            // Every item weighs 0: only the count matters.
+            return Some(needed);
+        }
+        let mut freed: u64 = self.meta.iter().take(needed).map(|meta| meta.weight).sum();
+        while !fits_weight(
+            self.weight - freed,
+            self.reserved_weight,
+            weight,
+            &self.capacity,
+        ) {
+            let meta = self.meta.get(needed).filter(|_| needed < self.lent)?;
+            freed += meta.weight;
+            needed += 1;
+        }
+        Some(needed)
+    }
+
     /// Whether one more item of `weight` fits beside the queued and reserved ones.
     #[inline]
     fn fits(&self, weight: u64) -> bool {
-        self.slots.len() + self.reserved_items < self.item_limit
+        self.meta.len() + self.reserved_items < self.item_limit
             && fits_weight(self.weight, self.reserved_weight, weight, &self.capacity)
     }
 
@@ -473,6 +631,11 @@ impl<T, K> QueueCore<T, K> {
         self.reserved_items < self.item_limit
             && fits_weight(0, self.reserved_weight, weight, &self.capacity)
     }
+}
+
+/// How many slots to allocate up front for an item bound of `item_limit`.
+pub(crate) fn preallocated_slots(item_limit: usize) -> usize {
+    item_limit.min(MAX_PREALLOCATED_SLOTS)
 }
 
 /// Whether `queued + reserved + extra` stays within the weight bound (no overflow).
@@ -486,7 +649,8 @@ impl<T, K> fmt::Debug for QueueCore<T, K> {
         f.debug_struct("QueueCore")
             .field("capacity", &self.capacity)
             .field("on_full", &self.on_full)
-            .field("len", &self.slots.len())
+            .field("len", &self.meta.len())
+            .field("lent", &self.lent)
             .field("weight", &self.weight)
             .field("closed", &self.closed)
             .finish_non_exhaustive()

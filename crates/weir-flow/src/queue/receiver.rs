@@ -1,19 +1,40 @@
 //! The receiving half of the async queue.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
 use std::hash::Hash;
 use std::task::{Context, Poll};
 
+use super::core::Entry;
 use super::error::TryRecvError;
-use super::shared::Shared;
+use super::shared::{GRANT_WANTED, Shared};
 use crate::sync::Arc;
+use crate::sync::atomic::Ordering;
 use crate::{FlowStats, Timestamp};
 
 /// The receiving half. Dropping it closes the queue: later sends fail with
 /// [`SendError::Closed`](super::SendError::Closed).
 pub struct Receiver<T, K = ()> {
     pub(super) shared: Arc<Shared<T, K>>,
+    /// Items lent by the core, oldest first, not delivered yet (lending policies only;
+    /// see `shared.rs`). They still count as queued.
+    lent: VecDeque<Entry<T>>,
+    /// Lent items delivered so far (what `shared.rx.served` counts).
+    served: u64,
+    /// The longest wait of a delivered lent item, in nanoseconds.
+    max_wait: u64,
+}
+
+impl<T, K> Receiver<T, K> {
+    pub(super) fn new(shared: Arc<Shared<T, K>>, lent: VecDeque<Entry<T>>) -> Self {
+        Receiver {
+            shared,
+            lent,
+            served: 0,
+            max_wait: 0,
+        }
+    }
 }
 
 impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
@@ -96,10 +117,17 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
 
     /// Takes the next item if one is queued.
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        if self.shared.lending {
+            return match self.next_lent(None) {
+                Poll::Ready(Some(item)) => Ok(item),
+                Poll::Ready(None) => Err(TryRecvError::Closed),
+                Poll::Pending => Err(TryRecvError::Empty),
+            };
+        }
         let now = self.shared.clock.now();
         let mut state = self.shared.lock();
         let taken = state.core.take(now);
-        let wakers = state.grant();
+        let wakers = self.shared.grant(&mut state);
         let closed = state.core.is_closed();
         drop(state);
         wakers.wake_all();
@@ -119,13 +147,12 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
 
     /// The queue's stats now.
     pub fn stats(&self) -> FlowStats {
-        let now = self.shared.clock.now();
-        self.shared.lock().core.stats(now)
+        self.shared.stats()
     }
 
     /// Number of queued items.
     pub fn len(&self) -> usize {
-        self.shared.lock().core.len()
+        self.shared.len()
     }
 
     /// Whether nothing is queued.
@@ -146,6 +173,9 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
         if limit == 0 {
             return Poll::Ready(0);
         }
+        if self.shared.lending {
+            return self.take_lent(cx, limit, out);
+        }
         let now = self.shared.clock.now();
         let mut state = self.shared.lock();
         let mut count = 0;
@@ -158,7 +188,7 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
                 None => break,
             }
         }
-        let wakers = state.grant();
+        let wakers = self.shared.grant(&mut state);
         let poll = if count > 0 || state.core.is_closed() {
             Poll::Ready(count)
         } else {
@@ -179,9 +209,137 @@ impl<T, K: Hash + Eq + Clone> Receiver<T, K> {
         cx: &mut Context<'_>,
         on_expired: &mut dyn FnMut(T, Timestamp),
     ) -> Poll<Option<T>> {
+        if self.shared.lending {
+            // Nothing expires under a lending policy.
+            return self.next_lent(Some(cx));
+        }
         let mut item = None;
         let poll = self.poll_take(cx, 1, on_expired, &mut |taken| item = Some(taken));
         poll.map(|_| item)
+    }
+
+    /// The next lent item (borrowing more from the core when none is left): `None`
+    /// once the queue is closed and drained; pending (with `cx`'s waker registered if
+    /// given) when nothing is queued.
+    #[inline]
+    fn next_lent(&mut self, cx: Option<&mut Context<'_>>) -> Poll<Option<T>> {
+        if self.lent.is_empty() {
+            match self.borrow(cx) {
+                Poll::Ready(true) => {}
+                Poll::Ready(false) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let Some(entry) = self.lent.pop_front() else {
+            return Poll::Pending; // Unreachable: `borrow` lent at least one item.
+        };
+        let now = self.shared.clock.now();
+        self.note_wait(now, entry.enqueued_at);
+        self.publish(1);
+        Poll::Ready(Some(entry.item))
+    }
+
+    /// Up to `limit` items into `out` (lent ones first, borrowing more while some are
+    /// queued), under one clock reading; waits only if none is queued.
+    fn take_lent(
+        &mut self,
+        cx: &mut Context<'_>,
+        limit: usize,
+        out: &mut dyn FnMut(T),
+    ) -> Poll<usize> {
+        let mut now = None;
+        let mut count = 0;
+        let mut cx = Some(cx);
+        loop {
+            if self.lent.is_empty() {
+                // Register the waker only if nothing was taken: otherwise return what was.
+                let cx = if count == 0 { cx.take() } else { None };
+                match self.borrow(cx) {
+                    Poll::Ready(true) => {}
+                    Poll::Ready(false) => return Poll::Ready(count),
+                    Poll::Pending if count == 0 => return Poll::Pending,
+                    Poll::Pending => return Poll::Ready(count),
+                }
+            }
+            let now = *now.get_or_insert_with(|| self.shared.clock.now());
+            let batch = (limit - count).min(self.lent.len());
+            for _ in 0..batch {
+                let Some(entry) = self.lent.pop_front() else {
+                    break;
+                };
+                self.note_wait(now, entry.enqueued_at);
+                out(entry.item);
+            }
+            // Published before borrowing again, so that the borrow settles them.
+            self.publish(batch as u64);
+            count += batch;
+            if count == limit {
+                return Poll::Ready(count);
+            }
+        }
+    }
+
+    /// Records the wait of an item delivered at `now` (published by [`Self::publish`]).
+    #[inline]
+    fn note_wait(&mut self, now: Timestamp, enqueued_at: Timestamp) {
+        let wait = now.as_nanos().saturating_sub(enqueued_at.as_nanos());
+        self.max_wait = self.max_wait.max(wait);
+    }
+
+    /// Publishes `count` more delivered lent items (and the longest wait so far); lets
+    /// waiting senders in if that reaches their grant point.
+    #[inline]
+    fn publish(&mut self, count: u64) {
+        // Always stored (a plain store on this thread's line), so the atomic operations
+        // do not depend on the clock: the loom models need that.
+        self.shared
+            .rx
+            .max_wait
+            .store(self.max_wait, Ordering::Relaxed);
+        let word = self.shared.rx.served.fetch_add(count, Ordering::AcqRel);
+        self.served += count;
+        if word & GRANT_WANTED != 0
+            && self.served >= self.shared.rx.grant_at.load(Ordering::Relaxed)
+        {
+            self.let_senders_in();
+        }
+    }
+
+    #[cold]
+    fn let_senders_in(&mut self) {
+        let mut state = self.shared.lock();
+        self.shared.settle(&mut state);
+        let wakers = self.shared.grant(&mut state);
+        drop(state);
+        wakers.wake_all();
+    }
+
+    /// Settles what was delivered and borrows every queued item from the core. Ready
+    /// with whether it got any (`false`: closed and drained); pending, with the
+    /// waker registered if `cx` is given, when nothing is queued.
+    #[inline(never)]
+    fn borrow(&mut self, cx: Option<&mut Context<'_>>) -> Poll<bool> {
+        let mut state = self.shared.lock();
+        self.shared.settle(&mut state);
+        let count = state.core.lend(&mut self.lent);
+        // The settled items made room: let waiting senders in, re-arm the grant point.
+        let wakers = self.shared.grant(&mut state);
+        let poll = if count > 0 {
+            Poll::Ready(true)
+        } else if state.core.is_closed() {
+            Poll::Ready(false)
+        } else {
+            if let Some(cx) = cx {
+                match &state.rx_waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    _ => state.rx_waker = Some(cx.waker().clone()),
+                }
+            }
+            Poll::Pending
+        };
+        drop(state);
+        wakers.wake_all();
+        poll
     }
 }
 

@@ -14,38 +14,109 @@
 //! after every single take. A sender that just waited then usually finds room for many
 //! sends in a row instead of parking again after each one. Nothing waits forever on
 //! this: an empty queue always has a batch of room, and `close` wakes everyone.
+//!
+//! # Lending
+//!
+//! Under `Block`, `Reject` and `DropNewest` (policies that never touch an item once it
+//! is queued) the receiver does not take items one by one under the lock. When its
+//! local batch is empty it takes the lock once and the core *lends* it every queued
+//! item in one swap of buffers ([`QueueCore::lend`]); it then serves `recv` from that
+//! batch without the lock. Lent items stay queued in the core's accounting (bounds,
+//! depth, weight, head age) until they are *settled*: the receiver publishes how many
+//! lent items it has delivered in [`RxProgress::served`] (one atomic add per `recv`,
+//! before the item is returned), and whoever holds the lock and needs exact figures
+//! (a sender that finds the queue full or about to reach a new `max_depth`, `stats`,
+//! `len`, a grant, the receiver's next refill) settles the core up to that count. So a
+//! send never finds the queue full while the receiver has delivered items, and the
+//! stats are exact at every instant: an item counts as delivered from the moment the
+//! receiver publishes it, and as queued until then.
+//!
+//! Waiting senders need the receiver to come back to the lock once it has delivered
+//! enough lent items for a batch of room. Whoever leaves senders waiting under the
+//! lock computes that point ([`QueueCore::lent_needed_for`]) into
+//! [`RxProgress::grant_at`] and sets [`GRANT_WANTED`] in `served` with one atomic
+//! read-modify-write; the receiver's add on the same word sees the flag (and then the
+//! point), or the flag setter sees the receiver's newer count and settles and grants
+//! itself. Read-modify-writes of one word are totally ordered, so neither side can miss
+//! the other.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use super::{Fallback, QueueCore, Reservation};
 use crate::Clock;
+use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::{Mutex, MutexGuard};
+
+/// Set in [`RxProgress::served`] while senders wait for the receiver to reach
+/// [`RxProgress::grant_at`].
+pub(crate) const GRANT_WANTED: u64 = 1 << 63;
+/// The count bits of [`RxProgress::served`].
+pub(crate) const SERVED: u64 = GRANT_WANTED - 1;
 
 /// What the handles share.
 pub(crate) struct Shared<T, K> {
     state: Mutex<State<T, K>>,
     pub(crate) clock: Clock,
+    /// Whether the receiver borrows items in batches (see the module docs); fixed by
+    /// the policy.
+    pub(crate) lending: bool,
+    /// The receiver's progress through lent items, on a cache line of its own.
+    pub(crate) rx: CachePadded<RxProgress>,
 }
 
-/// Everything behind the mutex.
+/// Aligns its content to a cache line (two, against adjacent-line prefetching), so
+/// that the receiver's counters do not share a line with the lock.
+#[repr(align(128))]
+pub(crate) struct CachePadded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// What the receiver publishes as it delivers lent items.
+pub(crate) struct RxProgress {
+    /// Lent items delivered since the queue was created (the low 63 bits; only the
+    /// receiver adds to them) and [`GRANT_WANTED`].
+    pub(crate) served: AtomicU64,
+    /// The longest wait of a delivered lent item, in nanoseconds (written by the
+    /// receiver before the `served` add that publishes the item).
+    pub(crate) max_wait: AtomicU64,
+    /// While [`GRANT_WANTED`] is set: the `served` count at which waiting senders can
+    /// be let in (`u64::MAX`: not before the receiver's next refill). Written under
+    /// the lock before the flag is set.
+    pub(crate) grant_at: AtomicU64,
+}
+
+/// Everything behind the mutex. `repr(C)`, the fields every send touches first, then
+/// the core (whose hot fields come first too), so that a send touches few cache lines.
+#[repr(C)]
 pub(crate) struct State<T, K> {
+    /// Entries of `waiters` not yet granted.
+    ungranted: usize,
+    /// Whether the core's policy waits when full.
+    blocking: bool,
+    /// Whether [`GRANT_WANTED`] may be set.
+    armed: bool,
+    /// Set while the receiver waits for an item.
+    pub(crate) rx_waker: Option<Waker>,
     pub(crate) core: QueueCore<T, K>,
     /// Live `Sender` handles; the queue closes when the last one goes.
     pub(crate) senders: usize,
-    /// Set while the receiver waits for an item.
-    pub(crate) rx_waker: Option<Waker>,
     /// Waiting senders, oldest first; granted ones form a prefix.
     waiters: VecDeque<Waiter>,
-    /// Entries of `waiters` not yet granted.
-    ungranted: usize,
     next_id: u64,
-    /// Whether the core's policy waits when full.
-    blocking: bool,
     /// Free slots needed before waiting senders are let in.
     wake_batch: usize,
+    /// Lent items settled into the core so far (the `served` count they reach).
+    settled: u64,
 }
 
 /// Free slots needed before waiting senders are let in: an eighth of the item bound,
@@ -82,6 +153,7 @@ impl<T, K> Shared<T, K> {
 impl<T, K: Hash + Eq + Clone> Shared<T, K> {
     pub(crate) fn new(core: QueueCore<T, K>, clock: Clock) -> Self {
         let blocking = core.on_full().fallback() == Fallback::Block;
+        let lending = core.can_lend();
         // The core is empty: its room is its whole item bound.
         let wake_batch = wake_batch(core.room());
         Shared {
@@ -94,8 +166,84 @@ impl<T, K: Hash + Eq + Clone> Shared<T, K> {
                 next_id: 0,
                 blocking,
                 wake_batch,
+                settled: 0,
+                armed: false,
             }),
             clock,
+            lending,
+            rx: CachePadded(RxProgress {
+                served: AtomicU64::new(0),
+                max_wait: AtomicU64::new(0),
+                grant_at: AtomicU64::new(u64::MAX),
+            }),
+        }
+    }
+
+    /// The stats now, settled.
+    pub(crate) fn stats(&self) -> crate::FlowStats {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        self.settle(&mut state);
+        state.core.stats(now)
+    }
+
+    /// Number of queued items, settled.
+    pub(crate) fn len(&self) -> usize {
+        let mut state = self.lock();
+        self.settle(&mut state);
+        state.core.len()
+    }
+
+    /// Settles the core up to what the receiver has published (see the module docs).
+    #[inline]
+    pub(crate) fn settle(&self, state: &mut State<T, K>) {
+        if state.core.lent() == 0 {
+            return;
+        }
+        let served = self.rx.served.load(Ordering::Acquire) & SERVED;
+        state.settle_to(served, &self.rx);
+    }
+
+    /// Settles if items are lent and the core's pessimistic view could make it
+    /// refuse or miscount the next item (see [`QueueCore::needs_settling`]).
+    #[inline]
+    pub(crate) fn settle_if_needed(&self, state: &mut State<T, K>, weight: u64) {
+        if state.core.needs_settling(weight) {
+            self.settle(state);
+        }
+    }
+
+    /// Lets waiting senders in, in order, while room allows (once a batch of room is
+    /// free); returns the wakers to call once the lock is released. When lending, also
+    /// arms the receiver's grant point for the senders still waiting (see the module
+    /// docs).
+    pub(crate) fn grant(&self, state: &mut State<T, K>) -> Wakers {
+        let mut wakers = Wakers::new();
+        state.grant_into(&mut wakers);
+        if !self.lending {
+            return wakers;
+        }
+        loop {
+            let Some(weight) = state.first_ungranted_weight() else {
+                if state.armed {
+                    state.armed = false;
+                    self.rx.served.fetch_and(SERVED, Ordering::Relaxed);
+                }
+                return wakers;
+            };
+            let grant_at = state
+                .core
+                .lent_needed_for(state.wake_batch, weight)
+                .map_or(u64::MAX, |needed| state.settled + needed.max(1) as u64);
+            self.rx.grant_at.store(grant_at, Ordering::Relaxed);
+            let served = self.rx.served.fetch_or(GRANT_WANTED, Ordering::AcqRel) & SERVED;
+            state.armed = true;
+            if served == state.settled {
+                return wakers;
+            }
+            // The receiver delivered more meanwhile: settle, grant, arm again.
+            state.settle_to(served, &self.rx);
+            state.grant_into(&mut wakers);
         }
     }
 
@@ -139,7 +287,7 @@ impl<T, K: Hash + Eq + Clone> Shared<T, K> {
             Some(reservation) => state.core.release(reservation),
             None => state.ungranted -= 1,
         }
-        let wakers = state.grant();
+        let wakers = self.grant(&mut state);
         drop(state);
         wakers.wake_all();
         true
@@ -184,13 +332,35 @@ impl<T, K: Hash + Eq + Clone> State<T, K> {
         id
     }
 
-    /// Grants room to waiters in order while it fits, once a batch of room is free;
-    /// returns the wakers to call once the lock is released.
+    /// Settles the core up to `served` delivered lent items.
+    fn settle_to(&mut self, served: u64, rx: &RxProgress) {
+        let count = served.saturating_sub(self.settled);
+        if count > 0 {
+            // Loaded after `served`, which the receiver published after this.
+            let max_wait = Duration::from_nanos(rx.max_wait.load(Ordering::Relaxed));
+            self.core
+                .settle(usize::try_from(count).unwrap_or(usize::MAX), max_wait);
+            self.settled = served;
+        }
+    }
+
+    /// The weight the first waiter not yet granted asks for.
+    fn first_ungranted_weight(&self) -> Option<u64> {
+        if self.ungranted == 0 {
+            return None;
+        }
+        self.waiters
+            .iter()
+            .find(|waiter| waiter.grant.is_none())
+            .map(|waiter| waiter.weight)
+    }
+
+    /// Grants room to waiters in order while it fits, once a batch of room is free,
+    /// collecting their wakers.
     #[inline]
-    pub(crate) fn grant(&mut self) -> Wakers {
-        let mut wakers = Wakers::new();
+    fn grant_into(&mut self, wakers: &mut Wakers) {
         if self.ungranted == 0 || self.core.room() < self.wake_batch {
-            return wakers;
+            return;
         }
         for waiter in self
             .waiters
@@ -210,7 +380,6 @@ impl<T, K: Hash + Eq + Clone> State<T, K> {
                 Err(_) => break,
             }
         }
-        wakers
     }
 
     fn position(&self, id: u64) -> Option<usize> {

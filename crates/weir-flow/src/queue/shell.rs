@@ -1,6 +1,7 @@
 //! The thin async shell: [`channel`], [`Sender`] and [`Permit`] around a
 //! [`QueueCore`] behind a mutex (the [`Receiver`] is in `receiver.rs`).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
 use std::hash::Hash;
@@ -8,6 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::Receiver;
+use super::core::preallocated_slots;
 use super::error::{ReserveError, SendError, Sent};
 use super::shared::{Shared, State, WaitEnd};
 use super::{Offer, OnFull, QueueConfig, QueueCore, Reservation, ReserveRefused};
@@ -91,12 +93,19 @@ pub fn channel_with_clock<T, K: Hash + Eq + Clone>(
             when_full,
         };
     }
-    let shared = Arc::new(Shared::new(QueueCore::new(config), clock));
+    let core = QueueCore::new(config);
+    // A lending receiver swaps buffers with the core: give it one of the same size.
+    let lent = if core.can_lend() {
+        VecDeque::with_capacity(preallocated_slots(core.room()))
+    } else {
+        VecDeque::new()
+    };
+    let shared = Arc::new(Shared::new(core, clock));
     (
         Sender {
             shared: shared.clone(),
         },
-        Receiver { shared },
+        Receiver::new(shared, lent),
     )
 }
 
@@ -123,6 +132,24 @@ enum Attempt<T> {
         item: T,
         id: u64,
     },
+}
+
+impl<T> Attempt<T> {
+    /// An item was just queued: wakes the receiver if it waits.
+    #[inline]
+    fn queued<K>(mut state: crate::sync::MutexGuard<'_, State<T, K>>) -> Self {
+        // Read first: `take` would write the line even when there is no waker.
+        let waker = if state.rx_waker.is_some() {
+            state.rx_waker.take()
+        } else {
+            None
+        };
+        drop(state);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Attempt::Queued
+    }
 }
 
 impl<T, K: Hash + Eq + Clone> Sender<T, K> {
@@ -268,9 +295,16 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
                 }
                 state.join(weight)
             } else {
+                self.shared.settle_if_needed(&mut state, weight);
                 match state.core.try_reserve(weight) {
                     Ok(reservation) => return Ok(self.permit(reservation)),
-                    Err(ReserveRefused::Full) => state.join(weight),
+                    Err(ReserveRefused::Full) => {
+                        let id = state.join(weight);
+                        let wakers = self.shared.grant(&mut state);
+                        drop(state);
+                        wakers.wake_all();
+                        id
+                    }
                     Err(ReserveRefused::TooHeavy) => return Err(ReserveError::TooHeavy),
                     Err(_) => return Err(ReserveError::Closed),
                 }
@@ -299,6 +333,7 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
                 ReserveError::Full
             });
         }
+        self.shared.settle_if_needed(&mut state, weight);
         match state.core.try_reserve(weight) {
             Ok(reservation) => Ok(self.permit(reservation)),
             Err(ReserveRefused::Full) => Err(ReserveError::Full),
@@ -321,13 +356,12 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
 
     /// The queue's stats now.
     pub fn stats(&self) -> FlowStats {
-        let now = self.shared.clock.now();
-        self.shared.lock().core.stats(now)
+        self.shared.stats()
     }
 
     /// Number of queued items.
     pub fn len(&self) -> usize {
-        self.shared.lock().core.len()
+        self.shared.len()
     }
 
     /// Whether nothing is queued.
@@ -352,13 +386,15 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
             item
         } else {
             match state.core.try_push(item, now) {
-                Ok(()) => {
-                    let waker = state.rx_waker.take();
-                    drop(state);
-                    if let Some(waker) = waker {
-                        waker.wake();
+                Ok(()) => return Attempt::queued(state),
+                Err(item) if state.core.lent() > 0 => {
+                    // Full (or a new max_depth) counting lent items the receiver may
+                    // have delivered: settle and try again.
+                    self.shared.settle(&mut state);
+                    match state.core.try_push(item, now) {
+                        Ok(()) => return Attempt::queued(state),
+                        Err(item) => item,
                     }
-                    return Attempt::Queued;
                 }
                 Err(item) => item,
             }
@@ -381,6 +417,11 @@ impl<T, K: Hash + Eq + Clone> Sender<T, K> {
             Offer::WouldBlock(item) => {
                 let weight = state.core.weight_of(&item);
                 let id = state.join(weight);
+                // First in line: arm the receiver's grant point (lending), or be let
+                // in at once if the receiver delivered enough meanwhile.
+                let wakers = self.shared.grant(&mut state);
+                drop(state);
+                wakers.wake_all();
                 Attempt::Wait { item, id }
             }
             outcome => Attempt::Done(finish(state, outcome)),
@@ -401,6 +442,12 @@ fn offer_reserved<T, K: Hash + Eq + Clone>(
 ) -> Result<Sent<T>, SendError<T>> {
     let now = shared.clock.now();
     let mut state = shared.lock();
+    if state.core.lent() > 0 {
+        let weight = state.core.weight_of(&item);
+        if state.core.needs_settling_reserved(weight, &reservation) {
+            shared.settle(&mut state);
+        }
+    }
     let outcome = state.core.offer_reserved(item, reservation, now);
     finish(state, outcome)
 }
@@ -494,7 +541,7 @@ impl<T, K: Hash + Eq + Clone> Drop for Permit<'_, T, K> {
         if let Some(reservation) = self.reservation.take() {
             let mut state = self.shared.lock();
             state.core.release(reservation);
-            let wakers = state.grant();
+            let wakers = self.shared.grant(&mut state);
             drop(state);
             wakers.wake_all();
         }

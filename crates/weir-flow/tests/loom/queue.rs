@@ -113,3 +113,71 @@ fn dropped_permit_lets_a_waiting_sender_in() {
         assert_eq!(block_on(rx.recv()), None);
     });
 }
+
+/// The receiver borrows both queued items and delivers the first while a sender
+/// blocks on the full queue: the sender is let in without another `recv` (the
+/// delivered item made room), whichever of the two reaches the queue first.
+#[test]
+fn delivering_a_lent_item_lets_a_waiting_sender_in() {
+    loom::model(|| {
+        let (tx, mut rx) = channel(block_queue(2));
+        tx.try_send(0).expect("room");
+        tx.try_send(1).expect("room");
+        let sender = thread::spawn(move || block_on(tx.send(2)).is_ok());
+        assert_eq!(block_on(rx.recv()), Some(0));
+        // No further recv until the sender is in.
+        assert!(sender.join().expect("sender thread"));
+        assert_eq!(block_on(rx.recv()), Some(1));
+        assert_eq!(block_on(rx.recv()), Some(2));
+        assert_eq!(block_on(rx.recv()), None);
+        let stats = rx.stats();
+        assert!(stats.is_conserved());
+        assert_eq!((stats.offered, stats.delivered, stats.depth), (3, 3, 0));
+    });
+}
+
+/// Stats read while the receiver delivers lent items are conserved at every instant
+/// and count each item exactly once, as queued or as delivered.
+#[test]
+fn stats_while_lent_items_are_delivered() {
+    loom::model(|| {
+        let (tx, mut rx) = channel(block_queue(4));
+        tx.try_send(0).expect("room");
+        tx.try_send(1).expect("room");
+        let reader = thread::spawn(move || {
+            let stats = tx.stats();
+            assert!(stats.is_conserved());
+            assert_eq!(stats.offered, 2);
+            assert_eq!(stats.delivered + stats.depth, 2);
+            assert!(stats.max_depth == 2);
+            stats.delivered
+        });
+        assert_eq!(block_on(rx.recv()), Some(0));
+        assert_eq!(block_on(rx.recv()), Some(1));
+        assert!(reader.join().expect("reader thread") <= 2);
+        assert_eq!(rx.stats().delivered, 2);
+    });
+}
+
+/// A sender that finds the queue full by the core's count, while the receiver
+/// delivers a lent item, either gets in at once or waits and is let in: never stuck.
+#[test]
+fn full_by_lent_items_while_the_receiver_delivers() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let (tx, mut rx) = channel(block_queue(1));
+        tx.try_send(0).expect("room");
+        let second = tx.clone();
+        let receiver = thread::spawn(move || {
+            let mut received = Vec::new();
+            while let Some(item) = block_on(rx.recv()) {
+                received.push(item);
+            }
+            received
+        });
+        block_on(second.send(1)).expect("the receiver makes room");
+        drop((tx, second));
+        assert_eq!(receiver.join().expect("receiver thread"), [0, 1]);
+    });
+}
