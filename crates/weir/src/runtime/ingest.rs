@@ -14,6 +14,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use weir_flow::semaphore::{
@@ -55,6 +56,8 @@ pub struct Ingest {
 struct Inner {
     wal: Wal,
     channel: DualSemaphore,
+    /// Bytes admitted by every source and not yet answered (see [`Reservation`]).
+    reserved: Arc<AtomicU64>,
     tickets: Semaphore,
     max_tickets: u64,
     stats: Arc<SourceStats>,
@@ -73,13 +76,40 @@ pub struct Admission {
     ingest: Ingest,
     _ticket: Permit,
     _slot: DualPermit,
+    _reservation: Reservation,
+}
+
+/// Bytes admitted towards the WAL and not yet answered, shared by every source, given
+/// back when dropped (after the append is answered).
+#[derive(Debug)]
+struct Reservation {
+    reserved: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Reservation {
+    fn take(reserved: &Arc<AtomicU64>, bytes: u64) -> Self {
+        reserved.fetch_add(bytes, Ordering::AcqRel);
+        Reservation {
+            reserved: Arc::clone(reserved),
+            bytes,
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.reserved.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 impl Ingest {
-    /// An ingest handle for one source.
+    /// An ingest handle for one source. `reserved` is shared by every source of the
+    /// pipeline: the bytes admitted and not yet answered.
     pub fn new(
         wal: Wal,
         channel: DualSemaphore,
+        reserved: Arc<AtomicU64>,
         max_tickets: u32,
         stats: Arc<SourceStats>,
     ) -> Self {
@@ -88,6 +118,7 @@ impl Ingest {
             inner: Arc::new(Inner {
                 wal,
                 channel,
+                reserved,
                 tickets: Semaphore::new(SemaphoreConfig::new(max_tickets)),
                 max_tickets,
                 stats,
@@ -136,24 +167,45 @@ impl Ingest {
             Some(d) => inner.channel.acquire_timeout(1, bytes, remaining(d)).await,
         }
         .map_err(|e| dual_error(e, bytes, deadline))?;
-        if let Some(d) = deadline {
-            self.wait_for_room(bytes, d).await?;
-        }
+        let reservation = match deadline {
+            Some(d) => self.wait_for_room(bytes, d).await?,
+            None => Reservation::take(&inner.reserved, bytes),
+        };
         drop(waiting);
         Ok(Admission {
             ingest: self.clone(),
             _ticket: ticket,
             _slot: slot,
+            _reservation: reservation,
         })
     }
 
-    /// Under `on_full = "block"`, polls the WAL's budget until `bytes` fit or the
-    /// deadline passes.
-    async fn wait_for_room(&self, bytes: u64, deadline: Instant) -> Result<(), AdmitError> {
+    /// Under `on_full = "block"`, polls the WAL's budget until `bytes` fit next to
+    /// every batch already admitted and not yet answered (they reach the disk first),
+    /// then reserves them; or the deadline passes. Checking `bytes` alone would let
+    /// every concurrent request through at once, to wait inside the WAL past its
+    /// deadline. A batch written but not yet answered is counted twice for a moment:
+    /// the check errs on the side of refusing on time.
+    async fn wait_for_room(
+        &self,
+        bytes: u64,
+        deadline: Instant,
+    ) -> Result<Reservation, AdmitError> {
         const POLL: Duration = Duration::from_millis(5);
+        let reserved = &self.inner.reserved;
         loop {
-            if !self.inner.wal.would_block(bytes) {
-                return Ok(());
+            let held = reserved.load(Ordering::Acquire);
+            if !self.inner.wal.would_block(held.saturating_add(bytes)) {
+                if reserved
+                    .compare_exchange(held, held + bytes, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Ok(Reservation {
+                        reserved: Arc::clone(reserved),
+                        bytes,
+                    });
+                }
+                continue; // another batch reserved meanwhile: check again
             }
             let now = Instant::now();
             if now >= deadline {
@@ -248,5 +300,76 @@ fn dual_error(e: AcquireError<DualAmount>, bytes: u64, deadline: Option<Instant>
         },
         _ if deadline.is_some_and(|d| Instant::now() >= d) => AdmitError::Timeout(Duration::ZERO),
         _ => AdmitError::Unavailable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_flow::semaphore::DualSemaphoreConfig;
+    use weir_wal::{CursorConfig, OnFull, WalConfig};
+
+    fn batch(bytes: usize) -> Batch {
+        let mut b = Batch::new();
+        b.push(&vec![b'x'; bytes]).expect("fits");
+        b
+    }
+
+    /// With room for two batches, eight concurrent admissions with a deadline: two are
+    /// admitted (and append without waiting), six are refused on time. Checking each
+    /// batch alone against the room would admit all eight, six to wait in the WAL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_deadlines_share_the_room_instead_of_all_passing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = WalConfig::builder(dir.path())
+            .max_disk(256 * 1024)
+            .segment_bytes(16 * 1024)
+            .on_full(OnFull::Block)
+            .cursor("slow", CursorConfig::default())
+            .build()
+            .unwrap();
+        let (wal, _) = weir_wal::Wal::open(config).unwrap();
+        let telemetry = crate::telemetry::Telemetry::new("test".into());
+        let stats = Arc::new(SourceStats::new(
+            telemetry.component(crate::telemetry::ComponentKind::Source, "s"),
+        ));
+        let ingest = Ingest::new(
+            wal.clone(),
+            DualSemaphore::new(DualSemaphoreConfig::new(256, 8 << 20)),
+            Arc::new(AtomicU64::new(0)),
+            64,
+            stats,
+        );
+        let size = batch(2000).encoded_len();
+        // Fill with small batches until two more batches fit and three do not.
+        while !wal.would_block(3 * size) {
+            let b = batch(100);
+            let a = ingest.admit(b.encoded_len(), None).await.unwrap();
+            a.append(b).await.unwrap();
+        }
+        assert!(!wal.would_block(2 * size), "room for two batches is left");
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let tries: Vec<_> = (0..8)
+            .map(|_| {
+                let ingest = ingest.clone();
+                tokio::spawn(async move { ingest.admit(size, Some(deadline)).await })
+            })
+            .collect();
+        let mut admitted = Vec::new();
+        let mut refused = 0;
+        for t in tries {
+            match t.await.unwrap() {
+                Ok(a) => admitted.push(a),
+                Err(AdmitError::Timeout(_)) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!((admitted.len(), refused), (2, 6));
+        for a in admitted {
+            tokio::time::timeout(Duration::from_secs(2), a.append(batch(2000)))
+                .await
+                .expect("an admitted batch appends without waiting for retention")
+                .unwrap();
+        }
     }
 }

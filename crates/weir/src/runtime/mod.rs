@@ -197,6 +197,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut source_tasks = JoinSet::new();
     let mut source_entries = Vec::new();
+    let reserved = Arc::new(std::sync::atomic::AtomicU64::new(0));
     for (name, source) in &config.sources {
         let component = telemetry.component(ComponentKind::Source, name);
         component.set_state(State::Running);
@@ -204,6 +205,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         let ingest = Ingest::new(
             wal.clone(),
             channel.clone(),
+            Arc::clone(&reserved),
             source.max_uncommitted_tickets.get(),
             Arc::clone(&stats),
         );

@@ -159,6 +159,9 @@ pub struct MqttStatus {
     pub qos0_queue_max_bytes: u64,
     /// QoS 0 messages dropped because the budget was spent.
     pub qos0_dropped: u64,
+    /// QoS 0 messages that arrived after shutdown began: not written (QoS 1/2
+    /// messages then are not acked, and the broker redelivers them).
+    pub qos0_dropped_at_shutdown: u64,
     /// Messages above `max_message_bytes` sent to the quarantine.
     pub oversized: u64,
     /// Connections dropped by the guard.
@@ -314,6 +317,14 @@ impl Ledger {
             self.status.paused_since_ms = Some(now_ms);
         }
         offer
+    }
+
+    /// Takes note of a PUBLISH that arrived after shutdown began: it is not kept.
+    pub fn discard_at_shutdown(&mut self, message: &Message) {
+        self.status.received += 1;
+        if message.qos == 0 {
+            self.status.qos0_dropped_at_shutdown += 1;
+        }
     }
 
     fn offer_qos0(&mut self, message: Message, bytes: u64, now_ms: u64) -> Offer {

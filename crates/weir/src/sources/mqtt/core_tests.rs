@@ -177,6 +177,19 @@ fn qos0_drops_the_newest_when_full_and_marks_the_gap() {
 }
 
 #[test]
+fn messages_after_shutdown_are_counted_not_kept() {
+    let mut l = connected();
+    l.discard_at_shutdown(&msg(0, 0, "a"));
+    l.discard_at_shutdown(&msg(1, 1, "b"));
+    let s = l.status();
+    assert_eq!(
+        (s.received, s.qos0_dropped_at_shutdown, s.unacked),
+        (2, 1, 0)
+    );
+    assert!(l.take(10, u64::MAX).is_none());
+}
+
+#[test]
 fn oversized_messages_are_quarantined_alone_then_acked() {
     let mut l = connected();
     l.offer(msg(1, 1, "ok"), 0);

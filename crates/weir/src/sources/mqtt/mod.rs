@@ -105,12 +105,18 @@ impl Shared {
 pub fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
     type Field = fn(&MqttStatus) -> u64;
     type Label<'a> = Option<(&'a str, &'a str)>;
-    let counters: [(&str, &str, Label<'_>, Field); 4] = [
+    let counters: [(&str, &str, Label<'_>, Field); 5] = [
         (
             "weir_source_dropped_total",
             "Records a source dropped by policy, by reason.",
             Some(("reason", "qos0_queue_full")),
             |s| s.qos0_dropped,
+        ),
+        (
+            "weir_source_dropped_total",
+            "Records a source dropped by policy, by reason.",
+            Some(("reason", "shutdown")),
+            |s| s.qos0_dropped_at_shutdown,
         ),
         (
             "weir_mqtt_reconnects_total",
@@ -253,7 +259,10 @@ async fn connection_loop(
             }
             Ok(Event::Publish(message)) => {
                 if stopping {
-                    continue; // not acked: the broker redelivers it next time
+                    // Not kept: QoS 1/2 is not acked, so the broker redelivers it next
+                    // time; QoS 0 is counted as dropped at shutdown.
+                    shared.ledger().discard_at_shutdown(&message);
+                    continue;
                 }
                 let offer = shared.ledger().offer(message, now_ms());
                 match offer {
