@@ -247,7 +247,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
             }
             SourceKind::Mqtt(m) => {
                 let shared = sources::mqtt::Shared::new(&name_arc, m);
-                sources::mqtt::register_metrics(name, &shared, &telemetry);
+                sources::mqtt::register(name, &shared, &telemetry);
                 let detail = Arc::clone(&shared);
                 let _ = stats.detail.set(Detail(Arc::new(move || {
                     serde_json::to_value(detail.status()).unwrap_or_default()

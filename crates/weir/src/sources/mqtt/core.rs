@@ -123,8 +123,32 @@ pub struct Unit {
     pub end_seq: u64,
     /// QoS 0 payload bytes in the unit, released from the budget on completion.
     pub qos0_bytes: u64,
+    /// QoS 0 messages in the unit.
+    pub qos0_messages: u64,
     /// Payload bytes in the unit.
     pub bytes: u64,
+}
+
+/// What [`Ledger::complete`] needs of a unit once it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    /// [`Unit::end_seq`].
+    pub end_seq: u64,
+    /// [`Unit::qos0_bytes`].
+    pub qos0_bytes: u64,
+    /// [`Unit::qos0_messages`].
+    pub qos0_messages: u64,
+}
+
+impl Unit {
+    /// What completing this unit releases.
+    pub fn done(&self) -> Done {
+        Done {
+            end_seq: self.end_seq,
+            qos0_bytes: self.qos0_bytes,
+            qos0_messages: self.qos0_messages,
+        }
+    }
 }
 
 /// Counters and gauges for `/status` and `/metrics`.
@@ -153,6 +177,10 @@ pub struct MqttStatus {
     pub acked: u64,
     /// Redeliveries not written again.
     pub duplicates_skipped: u64,
+    /// QoS 0 messages received.
+    pub qos0_received: u64,
+    /// QoS 0 messages held (queued or on their way to the WAL).
+    pub qos0_queue_messages: u64,
     /// QoS 0 payload bytes held (queued or on their way to the WAL).
     pub qos0_queue_bytes: u64,
     /// `qos0_queue_bytes`.
@@ -180,6 +208,7 @@ pub struct MqttStatus {
 struct Pending {
     work: Work,
     qos0_bytes: u64,
+    qos0_messages: u64,
     bytes: u64,
 }
 
@@ -281,6 +310,7 @@ impl Ledger {
         self.status.received += 1;
         let bytes = message.payload.len() as u64;
         if message.qos == 0 {
+            self.status.qos0_received += 1;
             return self.offer_qos0(message, bytes, now_ms);
         }
         if self.status.unacked >= self.config.guard_limit {
@@ -337,8 +367,10 @@ impl Ledger {
         }
         let offer = self.enqueue(message, bytes, now_ms);
         self.status.qos0_queue_bytes += bytes;
+        self.status.qos0_queue_messages += 1;
         if let Some((_, p)) = self.pending.back_mut() {
             p.qos0_bytes = bytes;
+            p.qos0_messages = 1;
         }
         offer
     }
@@ -403,6 +435,7 @@ impl Ledger {
             Pending {
                 work,
                 qos0_bytes: 0,
+                qos0_messages: 0,
                 bytes,
             },
         ));
@@ -420,6 +453,7 @@ impl Ledger {
             work: Vec::new(),
             end_seq,
             qos0_bytes: 0,
+            qos0_messages: 0,
             bytes: 0,
         };
         while let Some((seq, p)) = self.pending.front() {
@@ -432,6 +466,7 @@ impl Ledger {
             end_seq = seq + 1;
             let (_, p) = self.pending.pop_front().expect("front exists");
             unit.qos0_bytes += p.qos0_bytes;
+            unit.qos0_messages += p.qos0_messages;
             unit.bytes += p.bytes;
             unit.work.push(p.work);
         }
@@ -441,10 +476,14 @@ impl Ledger {
 
     /// A unit taken earlier is durable (or quarantined). Units complete in the order
     /// they were taken.
-    pub fn complete(&mut self, end_seq: u64, qos0_bytes: u64) {
-        debug_assert!(end_seq >= self.durable_end, "units complete in order");
-        self.durable_end = self.durable_end.max(end_seq);
-        self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(qos0_bytes);
+    pub fn complete(&mut self, unit: &Done) {
+        debug_assert!(unit.end_seq >= self.durable_end, "units complete in order");
+        self.durable_end = self.durable_end.max(unit.end_seq);
+        self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(unit.qos0_bytes);
+        self.status.qos0_queue_messages = self
+            .status
+            .qos0_queue_messages
+            .saturating_sub(unit.qos0_messages);
     }
 
     /// Acks that may go out now, at `now_ms`, in arrival order: the leading owed

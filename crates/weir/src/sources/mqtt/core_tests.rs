@@ -45,10 +45,10 @@ fn acks_wait_for_durability_and_leave_in_arrival_order() {
     let first = l.take(2, u64::MAX).unwrap();
     let second = l.take(10, u64::MAX).unwrap();
     assert_eq!((first.work.len(), second.work.len()), (2, 1));
-    l.complete(first.end_seq, first.qos0_bytes);
+    l.complete(&first.done());
     let acks: Vec<u16> = l.ready_acks(5).iter().map(|t| t.pkid).collect();
     assert_eq!(acks, [1, 2]);
-    l.complete(second.end_seq, second.qos0_bytes);
+    l.complete(&second.done());
     assert_eq!(l.ready_acks(9)[0], AckToken { qos: 1, pkid: 3 });
     let s = l.status();
     assert_eq!((s.acked, s.unacked, s.max_unacked), (3, 0, 3));
@@ -65,7 +65,7 @@ fn paused_while_the_window_is_full() {
     l.offer(msg(2, 3, "c"), 12);
     assert_eq!(l.status().paused_since_ms, Some(12));
     let unit = l.take(1, u64::MAX).unwrap();
-    l.complete(unit.end_seq, 0);
+    l.complete(&unit.done());
     assert_eq!(l.ready_acks(20).len(), 1);
     assert_eq!(l.status().paused_since_ms, None);
 }
@@ -84,7 +84,7 @@ fn guard_trips_above_the_limit_and_forgets_the_connections_acks() {
     // a connection that is gone: none is sent.
     let unit = l.take(100, u64::MAX).unwrap();
     assert_eq!(unit.work.len(), 6, "the seventh was not kept");
-    l.complete(unit.end_seq, 0);
+    l.complete(&unit.done());
     assert!(l.ready_acks(1).is_empty());
 }
 
@@ -95,7 +95,7 @@ fn redelivery_of_a_durable_message_is_acked_not_written_again() {
     l.offer(msg(1, 8, "other"), 0);
     let unit = l.take(100, u64::MAX).unwrap();
     l.on_disconnect(Some("reset".to_owned()));
-    l.complete(unit.end_seq, 0);
+    l.complete(&unit.done());
     assert!(l.ready_acks(1).is_empty());
     l.on_connect(true);
     let mut dup = msg(1, 7, "same");
@@ -130,7 +130,7 @@ fn redelivery_of_a_message_still_in_flight_waits_for_it() {
         l.ready_acks(1).is_empty(),
         "the original is not durable yet"
     );
-    l.complete(unit.end_seq, 0);
+    l.complete(&unit.done());
     assert_eq!(l.ready_acks(2), [AckToken { qos: 2, pkid: 1 }]);
 }
 
@@ -160,13 +160,15 @@ fn qos0_drops_the_newest_when_full_and_marks_the_gap() {
     let unit = l.take(100, u64::MAX).unwrap();
     assert_eq!(unit.qos0_bytes, 25);
     assert_eq!(l.status().qos0_queue_bytes, 25, "held until durable");
+    assert_eq!(l.status().qos0_queue_messages, 3);
     let gap: Vec<_> = unit.work.iter().map(attrs).collect();
     assert!(!gap[0].iter().any(|(k, _)| k == GAP_ATTRIBUTE));
     assert!(gap[2].contains(&(GAP_ATTRIBUTE.to_owned(), "true".to_owned())));
     assert!(gap[2].contains(&(GAP_DROPPED_ATTRIBUTE.to_owned(), "2".to_owned())));
-    l.complete(unit.end_seq, unit.qos0_bytes);
+    l.complete(&unit.done());
     let s = l.status();
     assert_eq!((s.qos0_dropped, s.qos0_queue_bytes, s.received), (2, 0, 5));
+    assert_eq!((s.qos0_received, s.qos0_queue_messages), (5, 0));
     assert_eq!(
         l.offer(msg(0, 0, "0123456789"), 0),
         Offer::Queued,
@@ -203,7 +205,7 @@ fn oversized_messages_are_quarantined_alone_then_acked() {
         matches!(&b.work[0], Work::Quarantine { reason, .. } if reason.contains("max_message_bytes"))
     );
     for u in [a, b, c] {
-        l.complete(u.end_seq, u.qos0_bytes);
+        l.complete(&u.done());
     }
     assert_eq!(l.ready_acks(1).len(), 3);
     assert_eq!(l.status().oversized, 1);
@@ -289,7 +291,7 @@ proptest::proptest! {
                 2 => if let Some(u) = l.take(2, u64::MAX) { taken.push_back(u) },
                 3 => if let Some(u) = taken.pop_front() {
                     durable_end = u.end_seq;
-                    l.complete(u.end_seq, u.qos0_bytes);
+                    l.complete(&u.done());
                 },
                 4 => for t in l.ready_acks(0) {
                     let seq = seq_of[&t.pkid];

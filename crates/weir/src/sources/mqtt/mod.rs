@@ -42,10 +42,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use tokio::sync::{Notify, watch};
+use weir_flow::FlowStats;
 use weir_wal::{AppendError, Batch};
 
 use self::client::{Acker, Connection, Event};
-use self::core::{Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use self::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
 use crate::config::{MqttSource, Qos};
 use crate::quarantine::Quarantine;
 use crate::runtime::ingest::Ingest;
@@ -101,8 +102,50 @@ impl Shared {
     }
 }
 
-/// Registers the source's metrics: drops, unacked, reconnects, disconnects by reason.
-pub fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
+/// Registers the source's queues (`sources.NAME.window`: unacked QoS 1/2 messages
+/// against the window; `sources.NAME.qos0_queue`: QoS 0 messages held against
+/// `qos0_queue_bytes`) and metrics: drops, unacked, reconnects, disconnects by reason.
+pub fn register(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
+    let s = Arc::clone(shared);
+    let window = s.status().window;
+    telemetry.register_queue(
+        &format!("sources.{name}.window"),
+        Some(window),
+        None,
+        move || {
+            let m = s.status();
+            // Acked, or unacked now; messages of lost connections are the broker's again.
+            let mut f = FlowStats::default();
+            f.offered = m.acked + m.unacked;
+            f.accepted = f.offered;
+            f.delivered = m.acked;
+            f.depth = m.unacked;
+            f.max_depth = m.max_unacked;
+            f
+        },
+    );
+    let s = Arc::clone(shared);
+    let max_bytes = s.status().qos0_queue_max_bytes;
+    telemetry.register_queue(
+        &format!("sources.{name}.qos0_queue"),
+        None,
+        Some(max_bytes),
+        move || {
+            let m = s.status();
+            let mut f = FlowStats::default();
+            f.offered = m.qos0_received;
+            f.accepted = m.qos0_received - m.qos0_dropped;
+            f.delivered = f.accepted - m.qos0_queue_messages;
+            f.dropped_newest = m.qos0_dropped;
+            f.depth = m.qos0_queue_messages;
+            f.bytes = m.qos0_queue_bytes;
+            f
+        },
+    );
+    register_metrics(name, shared, telemetry);
+}
+
+fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
     type Field = fn(&MqttStatus) -> u64;
     type Label<'a> = Option<(&'a str, &'a str)>;
     let counters: [(&str, &str, Label<'_>, Field); 5] = [
@@ -372,9 +415,7 @@ async fn append_loop(
         tokio::select! {
             biased;
             Some(done) = in_flight.next(), if !in_flight.is_empty() => match done {
-                Ok(Ok((end_seq, qos0_bytes))) => {
-                    shared.ledger().complete(end_seq, qos0_bytes);
-                }
+                Ok(Ok(done)) => shared.ledger().complete(&done),
                 Ok(Err(message)) if stopping => {
                     // Shutting down and the WAL did not take it in time: not acked, so
                     // the broker redelivers it to the next run.
@@ -407,20 +448,16 @@ async fn append_loop(
 }
 
 /// Makes one unit durable: a quarantine write, or a WAL append retried while the WAL
-/// refuses it for room. Returns the unit's end sequence and QoS 0 bytes.
+/// refuses it for room. Returns what completing it releases.
 async fn make_durable(
     name: Arc<str>,
     unit: Unit,
     ingest: Ingest,
     quarantine: Quarantine,
     stopping: bool,
-) -> Result<(u64, u64), String> {
-    let Unit {
-        work,
-        end_seq,
-        qos0_bytes,
-        ..
-    } = unit;
+) -> Result<Done, String> {
+    let done = unit.done();
+    let work = unit.work;
     let mut batch = Batch::new();
     let mut wire = Vec::new();
     for item in work {
@@ -457,7 +494,7 @@ async fn make_durable(
         }
     }
     if batch.is_empty() {
-        return Ok((end_seq, qos0_bytes));
+        return Ok(done);
     }
     loop {
         let deadline = stopping.then(|| std::time::Instant::now() + SHUTDOWN_ADMISSION);
@@ -466,7 +503,7 @@ async fn make_durable(
             Err(e) => return Err(format!("the WAL did not admit a batch: {e}")),
         };
         match admission.append(batch).await {
-            Ok(_) => return Ok((end_seq, qos0_bytes)),
+            Ok(_) => return Ok(done),
             Err(AppendError::Full { batch: b, .. } | AppendError::Busy(b)) => {
                 // on_full = "reject": withhold the acks and try again; the broker's
                 // window holds the rest meanwhile.
