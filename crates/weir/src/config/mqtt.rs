@@ -137,7 +137,8 @@ pub struct MqttTopic {
 pub struct MqttSource {
     /// The broker. Required.
     pub url: MqttUrl,
-    /// CA certificate for `mqtts://` (the system roots when absent).
+    /// PEM file of the CA certificate(s) that `mqtts://` trusts for the broker's
+    /// certificate (the system's CA certificates when absent). Read at startup.
     pub ca_file: Option<PathBuf>,
     /// Client id; stable across restarts so a persistent session survives them.
     /// Default `weir-<source name>`.

@@ -1,10 +1,15 @@
 //! One face over rumqttc's MQTT 3.1.1 and MQTT 5 clients: options from the config,
 //! events reduced to what the source needs, acks by packet id.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::v5::mqttbytes::v5 as m5;
 use rumqttc::{QoS, v5};
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::core::{AckToken, Message};
 use crate::config::{MqttProtocol, MqttScheme, MqttSource, Qos};
@@ -82,20 +87,18 @@ pub fn packet_limit(config: &MqttSource) -> u64 {
     (max + max.min(PACKET_ROOM)).max(max + 1024)
 }
 
-/// Builds the client from the config. Credentials are read from the environment here.
+/// Builds the client from the config. Credentials are read from the environment here,
+/// and for `mqtts://` the CA certificates.
 ///
 /// # Errors
 ///
-/// A message naming the key when a credential variable is unset or `mqtts://` is
-/// asked of a build without TLS.
+/// A message naming the key when a credential variable is unset, or for `mqtts://`
+/// when the host is no TLS server name or no CA certificate can be loaded.
 pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
-    if config.url.scheme == MqttScheme::Tls {
-        return Err(
-            "url: mqtts:// needs TLS, which this build of weir does not include; use mqtt:// \
-             (e.g. through a local TLS terminator) until TLS support lands"
-                .to_owned(),
-        );
-    }
+    let tls = match config.url.scheme {
+        MqttScheme::Tls => Some(tls_config(config)?),
+        MqttScheme::Tcp => None,
+    };
     let credentials = credentials(config)?;
     let window = u64::from(config.expected_broker_window.get());
     // Acks and subscriptions pass through this channel; it never needs more than the
@@ -115,6 +118,9 @@ pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
                 .set_request_channel_capacity(capacity);
             if let Some((user, password)) = credentials {
                 o.set_credentials(user, password.unwrap_or_default());
+            }
+            if let Some(tls) = tls {
+                o.set_transport(rumqttc::Transport::tls_with_config(tls));
             }
             let (client, eventloop) = rumqttc::AsyncClient::new(o, capacity);
             Ok((
@@ -138,6 +144,9 @@ pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
             if let Some((user, password)) = credentials {
                 o.set_credentials(user, password.unwrap_or_default());
             }
+            if let Some(tls) = tls {
+                o.set_transport(rumqttc::Transport::tls_with_config(tls));
+            }
             let (client, eventloop) = v5::AsyncClient::new(o, capacity);
             Ok((
                 Connection::V5(Box::new(eventloop), client.clone()),
@@ -145,6 +154,82 @@ pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
             ))
         }
     }
+}
+
+/// The TLS setup for `mqtts://`: rustls with the ring provider, chosen here rather
+/// than process-wide; the roots are the PEM certificates of `ca_file`, or the system's
+/// when it is absent. rumqttc checks the certificate against the URL's host (a DNS name
+/// or an IP address).
+fn tls_config(config: &MqttSource) -> Result<rumqttc::TlsConfiguration, String> {
+    let host = config.url.host.as_str();
+    if ServerName::try_from(host).is_err() {
+        return Err(format!(
+            "url: {host:?} cannot be checked against a TLS certificate (expected a DNS name \
+             or an IP address without brackets)"
+        ));
+    }
+    let roots = match &config.ca_file {
+        Some(path) => file_roots(path)?,
+        None => system_roots()?,
+    };
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("url: setting up TLS: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(rumqttc::TlsConfiguration::Rustls(Arc::new(client)))
+}
+
+/// Every certificate of the PEM file `path`; each must be a usable trust anchor.
+fn file_roots(path: &Path) -> Result<RootCertStore, String> {
+    let shown = path.display();
+    let pem = std::fs::read(path).map_err(|e| format!("ca_file: cannot read {shown}: {e}"))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("ca_file: {shown} is not valid PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "ca_file: {shown} holds no PEM certificate (expected \
+             -----BEGIN CERTIFICATE----- blocks)"
+        ));
+    }
+    let mut roots = RootCertStore::empty();
+    for (i, cert) in certs.into_iter().enumerate() {
+        roots.add(cert).map_err(|e| {
+            format!(
+                "ca_file: certificate {} of {shown} is not a usable CA certificate: {e}",
+                i + 1
+            )
+        })?;
+    }
+    Ok(roots)
+}
+
+/// The system's CA certificates (those that parse).
+fn system_roots() -> Result<RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        let why = found
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(format!(
+            "ca_file: not set, and no system CA certificate could be loaded{}; set ca_file to \
+             the PEM file of the CA that signed the broker's certificate",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        ));
+    }
+    Ok(roots)
 }
 
 fn credentials(config: &MqttSource) -> Result<Option<(String, Option<String>)>, String> {
