@@ -138,7 +138,8 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
                 http_listeners.insert(name.clone(), (listener, token));
             }
             SourceKind::Mqtt(mqtt) => {
-                // Unset credential variables and mqtts:// fail here, before anything runs.
+                // Unset credential variables and a bad ca_file fail here, before anything
+                // runs.
                 sources::mqtt::client::build(mqtt)
                     .map_err(|e| anyhow::anyhow!("sources.{name}.{e}"))?;
             }
