@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::core::Locate;
 use crate::error::{CommitError, CursorError, ReadError};
@@ -120,6 +121,16 @@ struct OpenSegment {
     consumed: u64,
 }
 
+/// What a blocking read hands back: the open segment (to continue from) and the batch.
+type ReadOutcome = (Option<OpenSegment>, Result<ReadBatch, ReadError>);
+
+/// A read running on the blocking pool, kept when the future that started it was
+/// cancelled, so that the next read takes its result instead of starting over.
+struct InFlight {
+    limits: ReadLimits,
+    task: JoinHandle<ReadOutcome>,
+}
+
 /// Reads a cursor's records in batches, never past the durable end.
 ///
 /// Reading does not move the saved cursor: call [`Reader::commit`] once the sink has
@@ -130,6 +141,8 @@ pub struct Reader {
     name: String,
     next: u64,
     open: Option<OpenSegment>,
+    /// A read whose future was dropped before it finished; it reads from `next`.
+    in_flight: Option<InFlight>,
     durable: watch::Receiver<u64>,
 }
 
@@ -163,6 +176,7 @@ impl Reader {
             name: name.to_owned(),
             next,
             open: None,
+            in_flight: None,
             durable,
         })
     }
@@ -216,22 +230,43 @@ impl Reader {
     ///
     /// # Cancel safety
     ///
-    /// Cancel-safe, as [`Reader::read`].
+    /// Cancel-safe, as [`Reader::read`]. The read itself runs on the blocking pool and
+    /// is not abandoned: the next call with the same limits takes its result (the open
+    /// segment and its position included), so a reader polled in a `select!` never
+    /// reads a segment again from its start.
     pub async fn try_read(&mut self, limits: ReadLimits) -> Result<ReadBatch, ReadError> {
-        let shared = Arc::clone(&self.shared);
-        let open = self.open.take();
-        let (index, next) = (self.index, self.next);
-        let (open, result) = tokio::task::spawn_blocking(move || {
-            let mut open = open;
-            let result = read_blocking(&shared, index, next, &mut open, limits);
-            (open, result)
-        })
-        .await
-        .map_err(|_| ReadError::Cancelled)?;
-        let batch = result?;
-        self.open = open;
-        self.next = batch.next;
-        Ok(batch)
+        if self.in_flight.as_ref().is_some_and(|f| f.limits != limits) {
+            // Left by a cancelled read with other limits: let it finish, keep nothing
+            // of it (the segment is opened again at `next`).
+            if let Some(f) = self.in_flight.take() {
+                let _ = f.task.await;
+            }
+        }
+        loop {
+            let started_here = self.in_flight.is_none();
+            let f = self.in_flight.get_or_insert_with(|| {
+                let shared = Arc::clone(&self.shared);
+                let mut open = self.open.take();
+                let (index, next) = (self.index, self.next);
+                let task = tokio::task::spawn_blocking(move || {
+                    let result = read_blocking(&shared, index, next, &mut open, limits);
+                    (open, result)
+                });
+                InFlight { limits, task }
+            });
+            let joined = (&mut f.task).await;
+            self.in_flight = None;
+            let (open, result) = joined.map_err(|_| ReadError::Cancelled)?;
+            let batch = result?;
+            self.open = open;
+            self.next = batch.next;
+            if batch.is_empty() && !started_here {
+                // Started before the caller's call: what became durable since may be
+                // missing from it. Read again.
+                continue;
+            }
+            return Ok(batch);
+        }
     }
 
     /// Saves the cursor at `offset` (every record below it is done): writes a temporary
@@ -490,3 +525,7 @@ fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>
     }
     Ok(Some(o))
 }
+
+#[cfg(test)]
+#[path = "reader_tests.rs"]
+mod tests;

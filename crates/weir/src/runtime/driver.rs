@@ -10,7 +10,9 @@
 //!   records and `read_batch_bytes` bytes, skips records of sources not in the sink's
 //!   `inputs` (they still advance the cursor), decodes the rest and sends them on. The
 //!   channel holds `channel_batches` (2) batches, so it holds at most that many times
-//!   the read size. It also commits the cursor to whatever the writer acknowledged.
+//!   the read size. It also commits the cursor to whatever the writer acknowledged,
+//!   at most once per [`COMMIT_INTERVAL`] while running (a commit is two fsyncs, the
+//!   cursor file's and its directory's) and always at the end.
 //! - The **writer task** hands each batch to the [`Sink`]; a failure is retried with
 //!   capped exponential backoff (`retry = { initial, max }`) and the sink shows
 //!   `failed` meanwhile. It acknowledges the offset the sink reports durable.
@@ -32,6 +34,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use weir_wal::{ReadBatch, ReadLimits, Reader};
@@ -41,6 +45,13 @@ use crate::quarantine::Quarantine;
 use crate::record::{Record, peek_source};
 use crate::sinks::{Sink, SinkBatch, Unencodable};
 use crate::telemetry::State;
+
+/// The shortest time between two cursor commits while the driver runs. Each commit
+/// fsyncs the cursor file and its directory; committing after every read batch would
+/// cost two fsyncs per batch, competing with the WAL's own. Deferring only delays
+/// retention and, after a crash, re-delivers up to this much more (the cursor still
+/// never passes what the sink stored); drain and stop commit at once.
+pub const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How a driver run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +143,9 @@ async fn read_loop(
         .map(|s| Arc::from(s.as_str()))
         .collect();
     let mut tx = Some(tx);
+    // When the acknowledged offset is ahead of the saved cursor: when to save it.
+    let mut commit_due: Option<Instant> = None;
+    let mut last_commit: Option<Instant> = None;
     loop {
         let current = if phase.has_changed().is_err() {
             Phase::Stop
@@ -154,6 +168,15 @@ async fn read_loop(
                     break; // the writer is done
                 }
                 let offset = *acks.borrow_and_update();
+                if offset > reader.committed() && commit_due.is_none() {
+                    let now = Instant::now();
+                    commit_due = Some(last_commit.map_or(now, |t| (t + COMMIT_INTERVAL).max(now)));
+                }
+            }
+            () = sleep_until(commit_due) => {
+                commit_due = None;
+                last_commit = Some(Instant::now());
+                let offset = *acks.borrow();
                 commit(&mut reader, offset, &config.name).await;
             }
             _ = phase.changed(), if current != Phase::Stop => {}
@@ -174,6 +197,14 @@ async fn read_loop(
     }
     let offset = *acks.borrow();
     commit(&mut reader, offset, &config.name).await;
+}
+
+/// Resolves at `at`; never if there is none.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Waits for room in the channel, then reads (both cancel-safe).

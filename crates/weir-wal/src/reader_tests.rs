@@ -1,0 +1,116 @@
+//! A read cancelled while it runs on the blocking pool is taken up by the next read.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use crate::format::SEGMENT_HEADER_LEN;
+use crate::segment::segment_path;
+use crate::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
+
+fn open(dir: &std::path::Path) -> Wal {
+    let config = WalConfig::builder(dir)
+        .max_disk(1 << 20)
+        .segment_bytes(64 << 10)
+        .on_full(OnFull::Block)
+        .cursor("sink", CursorConfig::default())
+        .build()
+        .unwrap();
+    Wal::open(config).unwrap().0
+}
+
+async fn append(wal: &Wal, payloads: &[&[u8]]) {
+    let mut batch = Batch::new();
+    for p in payloads {
+        batch.push(p).unwrap();
+    }
+    wal.append(batch).await.unwrap();
+}
+
+/// Starts a read and drops it while its blocking part waits on the WAL's lock, so it
+/// is certainly still running when cancelled.
+fn start_and_cancel(reader: &mut crate::Reader, limits: ReadLimits) {
+    let shared = std::sync::Arc::clone(&reader.shared);
+    let held = shared.core();
+    {
+        let mut read = pin!(reader.try_read(limits));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(read.as_mut().poll(&mut cx).is_pending());
+    }
+    drop(held);
+}
+
+const ONE: ReadLimits = ReadLimits {
+    max_records: 1,
+    max_bytes: 1 << 20,
+};
+
+/// The record before the reader's position is damaged on disk after the reader passed
+/// it. A cancelled read must not lose the open segment: opening it again would scan it
+/// from its start, meet the damage (in the active segment: stop, nothing returned)
+/// and, on a healthy segment, re-read and CRC every record before the position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_read_is_continued_not_started_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path());
+    append(&wal, &[b"zero", b"one", b"two"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    let first = reader.read(ONE).await.unwrap();
+    assert_eq!(first.records[0].payload, b"zero");
+
+    // Flip a byte of record 0's payload (the last byte of its frame).
+    let path = segment_path(dir.path(), 0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = SEGMENT_HEADER_LEN as usize + crate::format::FRAME_HEADER_LEN as usize + 3;
+    bytes[at] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+
+    start_and_cancel(&mut reader, ONE);
+    let next = tokio::time::timeout(Duration::from_secs(5), reader.read(ONE))
+        .await
+        .expect("the read continued from the open segment")
+        .unwrap();
+    assert_eq!(next.records.len(), 1);
+    assert_eq!(next.records[0].offset, 1);
+    assert_eq!(next.records[0].payload, b"one");
+    let last = reader.read(ONE).await.unwrap();
+    assert_eq!(last.records[0].payload, b"two");
+}
+
+/// A cancelled read that found nothing must not make the next read miss what became
+/// durable after it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_empty_read_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path());
+    append(&wal, &[b"a"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    assert_eq!(reader.read(ONE).await.unwrap().records.len(), 1);
+
+    start_and_cancel(&mut reader, ONE);
+    // Let the cancelled read finish (empty: nothing new was durable).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    append(&wal, &[b"b"]).await;
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read(ONE))
+        .await
+        .expect("the new record is read, not waited for")
+        .unwrap();
+    assert_eq!(read.records[0].payload, b"b");
+}
+
+/// A cancelled read with other limits is discarded, and the next read honours its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_read_with_other_limits_is_not_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path());
+    append(&wal, &[b"a", b"b", b"c"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    start_and_cancel(&mut reader, ReadLimits::default());
+    let read = reader.read(ONE).await.unwrap();
+    assert_eq!(read.records.len(), 1);
+    assert_eq!(read.records[0].payload, b"a");
+    let rest = reader.read(ReadLimits::default()).await.unwrap();
+    let payloads: Vec<_> = rest.records.iter().map(|r| r.payload.clone()).collect();
+    assert_eq!(payloads, [b"b".to_vec(), b"c".to_vec()]);
+}
