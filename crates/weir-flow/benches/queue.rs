@@ -3,15 +3,15 @@
 //! two-worker tokio runtime: 1 producer → 1 consumer and 4 producers → 1 consumer,
 //! 100,000 items per iteration.
 //!
-//! A second pair of cases receives with `recv_many` (batches of 64) for weir and tokio:
-//! weir stamps each item with its enqueue and take times, and where reading the clock
-//! is slow (about 125 ns per reading in some VMs) taking a batch under one reading is
-//! what lets a consumer keep up.
+//! A second pair of cases receives with `recv_many` (batches of 64) for weir and tokio;
+//! another runs weir on tokio's clock (`Clock::new`, two `CLOCK_MONOTONIC` readings per
+//! item) instead of the default coarse clock.
 //!
 //! `cargo bench -p weir-flow --bench queue` runs divan, then a short timed comparison
 //! that prints throughput ratios (weir / each alternative; above 1.0 means weir is
 //! faster). `QUEUE_BENCH_RUNS` sets the comparison's runs per case (default 15; the
-//! median is reported).
+//! median is reported). `QUEUE_BENCH_PROFILE=case:producers[:runs]` runs a single case
+//! for a profiler (see [`profile`]).
 
 use std::hint::black_box;
 use std::sync::LazyLock;

@@ -381,7 +381,7 @@ async fn weighted_producers_and_a_pausing_consumer() {
         assert_eq!(next[producer as usize], i, "each producer's order");
         next[producer as usize] += 1;
         received += 1;
-        if received % 997 == 0 {
+        if received.is_multiple_of(997) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }

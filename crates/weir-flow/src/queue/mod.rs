@@ -27,7 +27,10 @@
 //!   up after a timeout; [`Sender::reserve`] holds room in a [`Permit`]. Other
 //!   policies answer at once and hand refused or evicted items back ([`SendError`],
 //!   [`Sent`]). [`Receiver::recv`] takes one item, [`Receiver::recv_many`] a batch
-//!   under one lock and one clock reading.
+//!   under one clock reading. Under `Block`, `Reject` and `DropNewest` the receiver
+//!   borrows every queued item in one swap under the lock and serves them without it,
+//!   while the core keeps counting them as queued until they are delivered, so bounds
+//!   and stats stay exact (see the crate README).
 //!
 //! Every item is stamped with its enqueue time (one clock reading per send) so the
 //! queue can report the age of its oldest item and the longest wait, and apply
