@@ -108,20 +108,26 @@ pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
     let limit = packet_limit(config);
     let host = config.url.host.clone();
     let port = config.url.port;
+    // What both option types share: the same method names on different types.
+    macro_rules! shared_options {
+        ($o:ident) => {
+            $o.set_keep_alive(keepalive)
+                .set_manual_acks(true)
+                .set_request_channel_capacity(capacity);
+            if let Some((user, password)) = credentials {
+                $o.set_credentials(user, password.unwrap_or_default());
+            }
+            if let Some(tls) = tls {
+                $o.set_transport(rumqttc::Transport::tls_with_config(tls));
+            }
+        };
+    }
     match config.protocol {
         MqttProtocol::V311 => {
             let mut o = rumqttc::MqttOptions::new(&config.client_id, host, port);
-            o.set_keep_alive(keepalive)
-                .set_clean_session(config.clean_session)
-                .set_manual_acks(true)
-                .set_max_packet_size(usize::try_from(limit).unwrap_or(usize::MAX), 64 * 1024)
-                .set_request_channel_capacity(capacity);
-            if let Some((user, password)) = credentials {
-                o.set_credentials(user, password.unwrap_or_default());
-            }
-            if let Some(tls) = tls {
-                o.set_transport(rumqttc::Transport::tls_with_config(tls));
-            }
+            shared_options!(o);
+            o.set_clean_session(config.clean_session)
+                .set_max_packet_size(usize::try_from(limit).unwrap_or(usize::MAX), 64 * 1024);
             let (client, eventloop) = rumqttc::AsyncClient::new(o, capacity);
             Ok((
                 Connection::V4(Box::new(eventloop), client.clone()),
@@ -130,23 +136,15 @@ pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
         }
         MqttProtocol::V5 => {
             let mut o = v5::MqttOptions::new(&config.client_id, host, port);
-            o.set_keep_alive(keepalive)
-                .set_clean_start(config.clean_session)
-                .set_manual_acks(true)
+            shared_options!(o);
+            o.set_clean_start(config.clean_session)
                 .set_receive_maximum(Some(u16::try_from(window).unwrap_or(u16::MAX)))
                 .set_max_packet_size(Some(u32::try_from(limit).unwrap_or(u32::MAX)))
                 .set_session_expiry_interval(
                     config
                         .session_expiry
                         .map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX)),
-                )
-                .set_request_channel_capacity(capacity);
-            if let Some((user, password)) = credentials {
-                o.set_credentials(user, password.unwrap_or_default());
-            }
-            if let Some(tls) = tls {
-                o.set_transport(rumqttc::Transport::tls_with_config(tls));
-            }
+                );
             let (client, eventloop) = v5::AsyncClient::new(o, capacity);
             Ok((
                 Connection::V5(Box::new(eventloop), client.clone()),
