@@ -57,15 +57,19 @@ pub(crate) const GRANT_WANTED: u64 = 1 << 63;
 /// The count bits of [`RxProgress::served`].
 pub(crate) const SERVED: u64 = GRANT_WANTED - 1;
 
-/// What the handles share.
+/// What the handles share. `repr(C)` and padded so that the fields read on every send
+/// and receive but never written (`clock`, `lending`) do not share a cache line with
+/// the lock (written by every send) or with the receiver's counters (written by every
+/// receive): a read of such a line after another core wrote it is a cache miss.
+#[repr(C)]
 pub(crate) struct Shared<T, K> {
-    state: Mutex<State<T, K>>,
     pub(crate) clock: Clock,
     /// Whether the receiver borrows items in batches (see the module docs); fixed by
     /// the policy.
     pub(crate) lending: bool,
     /// The receiver's progress through lent items, on a cache line of its own.
     pub(crate) rx: CachePadded<RxProgress>,
+    state: CachePadded<Mutex<State<T, K>>>,
 }
 
 /// Aligns its content to a cache line (two, against adjacent-line prefetching), so
@@ -157,7 +161,7 @@ impl<T, K: Hash + Eq + Clone> Shared<T, K> {
         // The core is empty: its room is its whole item bound.
         let wake_batch = wake_batch(core.room());
         Shared {
-            state: Mutex::new(State {
+            state: CachePadded(Mutex::new(State {
                 core,
                 senders: 1,
                 rx_waker: None,
@@ -168,7 +172,7 @@ impl<T, K: Hash + Eq + Clone> Shared<T, K> {
                 wake_batch,
                 settled: 0,
                 armed: false,
-            }),
+            })),
             clock,
             lending,
             rx: CachePadded(RxProgress {
