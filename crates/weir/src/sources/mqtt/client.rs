@@ -274,11 +274,52 @@ impl Connection {
 
     /// Drops the network connection at once (no DISCONNECT packet: the broker keeps
     /// the session and redelivers what was not acked). The next poll reconnects.
-    pub fn drop_connection(&mut self) {
+    /// Returns the QoS 0 messages already read off it (see [`take_stale`](Self::take_stale)).
+    #[must_use = "QoS 0 messages already received: offer them"]
+    pub fn drop_connection(&mut self) -> Vec<Message> {
         match self {
             Connection::V4(eventloop, _) => eventloop.clean(),
             Connection::V5(eventloop, _) => eventloop.clean(),
         }
+        self.take_stale()
+    }
+
+    /// Empties the events rumqttc read off a connection that is gone but had not
+    /// handed out yet. One read yields many packets, and neither `clean` nor an error
+    /// drops them: the next polls would hand them out after the new CONNACK, as if the
+    /// new connection had sent them — written after the redelivered messages that came
+    /// before them (per-topic order broken) and acked by packet ids the new connection
+    /// never used. QoS 1/2 PUBLISHes are discarded (never acked, so the broker
+    /// redelivers them); QoS 0 ones are returned, to be taken like any other.
+    #[must_use = "QoS 0 messages already received: offer them"]
+    pub fn take_stale(&mut self) -> Vec<Message> {
+        let events: Vec<Event> = match self {
+            Connection::V4(eventloop, _) => eventloop
+                .state
+                .events
+                .drain(..)
+                .filter_map(|e| match e {
+                    rumqttc::Event::Incoming(p) => Some(v4_event(p)),
+                    rumqttc::Event::Outgoing(_) => None,
+                })
+                .collect(),
+            Connection::V5(eventloop, _) => eventloop
+                .state
+                .events
+                .drain(..)
+                .filter_map(|e| match e {
+                    v5::Event::Incoming(p) => Some(v5_event(p)),
+                    v5::Event::Outgoing(_) => None,
+                })
+                .collect(),
+        };
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Publish(m) if m.qos == 0 => Some(m),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Subscribes to the configured topics.

@@ -314,7 +314,7 @@ async fn connection_loop(
                     }
                     Offer::Dropped => {}
                     Offer::Guard => {
-                        connection.drop_connection();
+                        offer_stale(shared, connection.drop_connection());
                         let limit = config.guard_limit();
                         tracing::warn!(
                             source = name,
@@ -362,6 +362,7 @@ async fn connection_loop(
                         ledger.on_connect_error(error.clone());
                     }
                 }
+                offer_stale(shared, connection.take_stale());
                 tracing::warn!(
                     source = name,
                     "mqtt: {error}; reconnecting to {}:{} in {delay:?}",
@@ -382,6 +383,22 @@ async fn connection_loop(
             }
         }
     }
+}
+
+/// Takes the QoS 0 messages read off a connection that is gone (QoS 1/2 ones were
+/// discarded: the broker redelivers them).
+fn offer_stale(shared: &Shared, messages: Vec<self::core::Message>) {
+    if messages.is_empty() {
+        return;
+    }
+    let now = now_ms();
+    {
+        let mut ledger = shared.ledger();
+        for message in messages {
+            let _ = ledger.offer(message, now);
+        }
+    }
+    shared.work.notify_one();
 }
 
 /// Takes units from the ledger, makes them durable, sends the acks that fall due.
