@@ -9,6 +9,12 @@ log() { printf '\n== %s\n' "$*"; }
 command -v cargo-nextest >/dev/null 2>&1 || cargo install cargo-nextest --locked
 # The Parquet sink's tests read its files back with pyarrow and DuckDB.
 python3 -c 'import pyarrow, duckdb' 2>/dev/null || pip install --quiet pyarrow duckdb
+# The MQTT source's tests start their own Mosquitto broker and publish with its clients.
+if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ] \
+   || ! command -v mosquitto_pub >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq mosquitto mosquitto-clients
+fi
 
 # The MQTT tests need a Mosquitto that keeps its inflight window (>= 2.0.13; Debian 12
 # ships 2.0.11): the script prints one, building it once from Debian's source if needed.

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod mosquitto;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
