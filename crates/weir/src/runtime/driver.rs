@@ -436,3 +436,7 @@ async fn to_quarantine(
 async fn stopped(phase: &mut watch::Receiver<Phase>) {
     let _ = phase.wait_for(|p| *p == Phase::Stop).await;
 }
+
+#[cfg(test)]
+#[path = "driver_tests.rs"]
+mod tests;

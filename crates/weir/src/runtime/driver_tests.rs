@@ -1,0 +1,105 @@
+//! The driver commits the cursor while it runs, but not after every batch.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
+
+use super::{COMMIT_INTERVAL, DriverConfig, Outcome, Phase, run};
+use crate::quarantine::Quarantine;
+use crate::runtime::stats::SinkStats;
+use crate::sinks::Sink;
+use crate::sinks::blackhole::BlackholeSink;
+use crate::sources::generator::RecordMaker;
+use crate::telemetry::{ComponentKind, Telemetry};
+
+const BATCHES: u64 = 100;
+const PER_BATCH: u64 = 10;
+
+/// 1,000 records read 10 at a time by a blackhole taking 2,000 records/s: about 100
+/// batches acknowledged over half a second. The saved cursor reaches the end while the
+/// driver still runs, and changes at most once per [`COMMIT_INTERVAL`] (plus the first
+/// commit), not once per batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_commits_are_spaced_but_keep_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::builder(dir.path().join("wal"))
+        .max_disk(64 << 20)
+        .segment_bytes(1 << 20)
+        .on_full(OnFull::Block)
+        .cursor("hole", CursorConfig::default())
+        .build()
+        .unwrap();
+    let (wal, _) = Wal::open(config).unwrap();
+    let mut maker = RecordMaker::new("gen".into(), 1, 4, 50);
+    let mut wire = Vec::new();
+    for _ in 0..BATCHES {
+        let mut batch = Batch::new();
+        for _ in 0..PER_BATCH {
+            wire.clear();
+            maker.next_record(1).encode_into(&mut wire);
+            batch.push(&wire).unwrap();
+        }
+        wal.append(batch).await.unwrap();
+    }
+    let end = BATCHES * PER_BATCH;
+
+    let telemetry = Telemetry::new("test".into());
+    let stats = Arc::new(SinkStats::new(
+        telemetry.component(ComponentKind::Sink, "hole"),
+    ));
+    let sink = Sink::Blackhole(BlackholeSink::new(&crate::config::BlackholeSink {
+        rate: NonZeroU64::new(2000),
+    }));
+    let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
+    let (phase_tx, phase) = watch::channel(Phase::Run);
+    let driver = tokio::spawn(run(
+        DriverConfig {
+            name: "hole".into(),
+            inputs: vec!["gen".into()],
+            limits: ReadLimits {
+                max_records: PER_BATCH as usize,
+                max_bytes: 1 << 20,
+            },
+            channel_batches: 2,
+            retry_initial: Duration::from_millis(10),
+            retry_max: Duration::from_millis(100),
+        },
+        wal.reader("hole").unwrap(),
+        sink,
+        Arc::clone(&stats),
+        phase,
+        quarantine,
+    ));
+
+    let committed = || wal.stats().cursors[0].committed;
+    let started = Instant::now();
+    let mut last = committed();
+    let mut changes = 0u32;
+    while last < end {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the cursor is saved while the driver runs (at {last} of {end})"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let now = committed();
+        if now != last {
+            changes += 1;
+            last = now;
+        }
+    }
+    let elapsed = started.elapsed();
+    let most = elapsed.as_millis() / COMMIT_INTERVAL.as_millis() + 2;
+    assert!(
+        u128::from(changes) <= most,
+        "{changes} cursor commits in {elapsed:?}: more than one per {COMMIT_INTERVAL:?}"
+    );
+    assert!(stats.batches.load(std::sync::atomic::Ordering::Relaxed) >= BATCHES);
+
+    phase_tx.send(Phase::Stop).unwrap();
+    let (_, outcome) = driver.await.unwrap();
+    assert_eq!(outcome, Outcome::Finished);
+    assert_eq!(committed(), end);
+}
