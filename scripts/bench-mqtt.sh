@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# MQTT ingest benchmark (not a test, not in CI): QoS 1 from a Mosquitto broker into the
+# release `weir` (mqtt source → WAL, sync = "always" → blackhole), next to
+# `mosquitto_sub -q 1 -c` writing to a file, on the same broker in the same run.
+#
+#   ./scripts/bench-mqtt.sh [N]        # N messages per case, default 100000
+#
+# Cases: the broker's window (max_inflight_messages) at 20 (Mosquitto's default) and at
+# 1000, each with 100 B and 1 KiB payloads; max_queued_messages 0 (no limit: the default
+# 1000 would drop what is queued behind a full window). weir's expected_broker_window is
+# set to the broker's window.
+#
+# Method, the same for both consumers: a fresh broker per case; weir and mosquitto_sub
+# each connect once with a persistent session (clean_session = false) and subscribe, then
+# go offline; N QoS 1 messages are published (mosquitto_pub -l, every one acked by the
+# broker), so the broker queues N for each session; then each consumer is started alone
+# and timed from its start until it has acknowledged N messages (mosquitto_sub: exits
+# after N with -C; weir: /status sources.mq.mqtt.acked reaches N, polled every 20 ms).
+# Printed per case: messages/s and payload MB/s of each, the ratio weir / mosquitto_sub,
+# weir's CPU seconds (utime + stime from /proc) and peak RSS (VmHWM), the zero-loss check
+# (mosquitto_sub's line count, weir's received and the blackhole's records, each = N),
+# weir's measured mean ack latency (PUBLISH received → PUBACK sent, from /status) and
+# Little's law: window ÷ throughput = the mean time a message spends in flight, which
+# at window 20 is what bounds the rate (throughput = window ÷ latency).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-100000}"
+command -v jq >/dev/null || apt-get install -y -qq jq >/dev/null
+if ! command -v mosquitto_pub >/dev/null || ! command -v mosquitto_sub >/dev/null; then
+  apt-get install -y -qq mosquitto-clients >/dev/null
+fi
+broker_bin="$(scripts/install-mosquitto.sh)"
+cargo build --release -q -p weir
+bin="${CARGO_TARGET_DIR:-target}/release/weir"
+work="$(mktemp -d)"
+broker_pid=
+weir_pid=
+# (`kill 0` would signal the whole process group: only kill a pid that is set.)
+cleanup() {
+  for p in "$weir_pid" "$broker_pid"; do
+    if [ -n "$p" ]; then kill "$p" 2>/dev/null || true; fi
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+status_port=19474
+hz=$(getconf CLK_TCK)
+now() { date +%s.%N; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+mqtt_field() { # FIELD → sources.mq.mqtt.FIELD from /status (empty when not answering)
+  curl -fsS "http://127.0.0.1:$status_port/status" 2>/dev/null | jq -r ".sources.mq.mqtt.$1" 2>/dev/null || true
+}
+sink_records() {
+  curl -fsS "http://127.0.0.1:$status_port/status" | jq -r '.sinks.null.records'
+}
+wait_until() { # SECONDS CONDITION… → polls every 20 ms
+  local deadline
+  deadline=$(echo "$(now) + $1" | bc)
+  shift
+  until "$@"; do
+    if (($(echo "$(now) > $deadline" | bc))); then
+      echo "timed out: $*" >&2
+      return 1
+    fi
+    sleep 0.02
+  done
+}
+acked_at_least() { local a; a=$(mqtt_field acked); [ -n "$a" ] && [ "$a" != null ] && [ "$a" -ge "$1" ]; }
+connected() { [ "$(mqtt_field connected)" = true ]; }
+stop_weir() {
+  kill -TERM "$weir_pid"
+  wait "$weir_pid" 2>/dev/null || true
+  weir_pid=
+}
+
+# publish N SIZE: N QoS 1 messages of SIZE bytes (a 10-digit sequence number, then
+# padding) on bench/t, up to 1000 in flight; returns once the broker acked every one.
+# (Not mosquitto_pub -l: it writes faster than it reads the PUBACKs, the broker
+# disconnects it "due to out of memory" after ~35k messages, and it still exits 0.)
+publish() {
+  python3 - "$broker_port" "$1" "$2" <<'PY'
+import socket, struct, sys
+
+port, n, size = (int(a) for a in sys.argv[1:4])
+s = socket.create_connection(("127.0.0.1", port))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def packet(header, body):
+    out, length = bytearray([header]), len(body)
+    while True:
+        byte, length = length % 128, length // 128
+        out.append(byte | (0x80 if length else 0))
+        if not length:
+            return bytes(out) + body
+
+
+def mqtt_str(text):
+    return struct.pack(">H", len(text)) + text
+
+
+s.sendall(packet(0x10, mqtt_str(b"MQTT") + b"\x04\x02" + struct.pack(">H", 60) + mqtt_str(b"bench-pub")))
+connack = s.recv(4)
+assert connack[:2] == b"\x20\x02" and connack[3] == 0, connack
+pad = b"x" * (size - 10)
+topic = mqtt_str(b"bench/t")
+window, acked, extra, pending = 1000, 0, 0, []
+
+
+def read_acks():
+    global acked, extra
+    data = s.recv(1 << 16)
+    if not data:
+        sys.exit("the broker closed the connection")
+    # Only PUBACKs (4 bytes each) come back to a publisher.
+    extra += len(data)
+    acked += extra // 4
+    extra %= 4
+
+
+for i in range(n):
+    pid = i % 65535 + 1
+    pending.append(packet(0x32, topic + struct.pack(">H", pid) + b"%010d" % i + pad))
+    if len(pending) >= 100 or i == n - 1:
+        s.sendall(b"".join(pending))
+        pending.clear()
+    while i + 1 - acked >= window:
+        read_acks()
+while acked < n:
+    read_acks()
+s.sendall(b"\xe0\x00")
+s.close()
+PY
+}
+
+start_broker() { # WINDOW
+  local port
+  port=$(free_port)
+  cat >"$work/mosquitto.conf" <<CONF
+listener $port 127.0.0.1
+allow_anonymous true
+persistence false
+max_inflight_messages $1
+max_queued_messages 0
+max_queued_bytes 0
+log_dest stderr
+log_type error
+log_type warning
+CONF
+  "$broker_bin" -c "$work/mosquitto.conf" 2>"$work/mosquitto.log" &
+  broker_pid=$!
+  broker_port=$port
+  wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+}
+
+weir_config() { # WINDOW → the config file
+  cat >"$work/weir.toml" <<CONF
+[runtime]
+data_dir = "$work/data"
+status_addr = "127.0.0.1:$status_port"
+shutdown_timeout = "5s"
+
+[wal]
+max_disk = "2 GiB"
+segment_bytes = "64 MiB"
+on_full = "block"
+
+[sources.mq]
+type = "mqtt"
+url = "mqtt://127.0.0.1:$broker_port"
+client_id = "weir-bench"
+topics = ["bench/#"]
+qos = 1
+keepalive = "30s"
+expected_broker_window = $1
+max_message_bytes = "16 KiB"
+
+[sinks.null]
+type = "blackhole"
+inputs = ["mq"]
+CONF
+}
+
+start_weir() {
+  "$bin" run "$work/weir.toml" 2>"$work/weir.log" &
+  weir_pid=$!
+}
+
+printf '%-7s %-6s %12s %9s %12s %9s %7s %8s %9s %10s %11s %11s %s\n' \
+  window size "weir msg/s" "weir MB/s" "sub msg/s" "sub MB/s" ratio "weir CPU" "peak RSS" \
+  "ack lat ms" "Little ms" "sub CPU s" "zero loss (sub, weir received, sink)"
+for window in 20 1000; do
+  for size in 100 1024; do
+    rm -rf "$work/data"
+    start_broker "$window"
+    weir_config "$window"
+
+    # Both sessions exist (persistent, subscribed) before anything is published.
+    start_weir
+    wait_until 20 connected
+    sleep 0.3 # the SUBACK follows the CONNACK
+    stop_weir
+    mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' -E
+
+    publish "$n" "$size"
+
+    # mosquitto_sub drains its queue to a file.
+    t0=$(now)
+    TIMEFORMAT='%U %S'
+    { time mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' \
+      -C "$n" >"$work/sub.out"; } 2>"$work/sub.time"
+    t1=$(now)
+    sub_secs=$(echo "$t1 - $t0" | bc -l)
+    sub_lines=$(wc -l <"$work/sub.out")
+    sub_cpu=$(awk '{printf "%.2f", $1 + $2}' "$work/sub.time")
+
+    # weir drains its queue into the WAL (each batch fsynced before its acks).
+    t0=$(now)
+    start_weir
+    wait_until 600 acked_at_least "$n"
+    t1=$(now)
+    weir_secs=$(echo "$t1 - $t0" | bc -l)
+    ticks=$(awk '{print $14 + $15}' "/proc/$weir_pid/stat")
+    hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$weir_pid/status")
+    received=$(mqtt_field received)
+    latency=$(mqtt_field ack_latency_ms_mean)
+    wait_until 60 bash -c "[ \"\$(curl -fsS http://127.0.0.1:$status_port/status | jq .sinks.null.records)\" -ge $n ]" || true
+    records=$(sink_records)
+    stop_weir
+    kill "$broker_pid" && wait "$broker_pid" 2>/dev/null || true
+    broker_pid=
+
+    weir_rate=$(echo "$n / $weir_secs" | bc -l)
+    sub_rate=$(echo "$n / $sub_secs" | bc -l)
+    loss="ok"
+    if [ "$sub_lines" -ne "$n" ] || [ "$received" -ne "$n" ] || [ "$records" -ne "$n" ]; then
+      loss="MISMATCH"
+    fi
+    printf '%-7s %-6s %12.0f %9.1f %12.0f %9.1f %7.2f %7.2fs %6d MiB %10.2f %11.2f %11s %s\n' \
+      "$window" "$size" "$weir_rate" "$(echo "$weir_rate * $size / 1000000" | bc -l)" \
+      "$sub_rate" "$(echo "$sub_rate * $size / 1000000" | bc -l)" \
+      "$(echo "$weir_rate / $sub_rate" | bc -l)" "$(echo "$ticks / $hz" | bc -l)" \
+      "$((hwm / 1024))" "$latency" "$(echo "1000 * $window / $weir_rate" | bc -l)" "$sub_cpu" \
+      "$loss ($sub_lines, $received, $records of $n)"
+  done
+done
