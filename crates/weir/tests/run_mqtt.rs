@@ -25,7 +25,7 @@ use serde_json::Value;
 const SOURCE: &str = "mq";
 /// Keepalive of the MQTT 3.1.1 tests' source: short, so "no reconnect for 3 ×
 /// keepalive" is quick to observe.
-const KEEPALIVE_S: u64 = 1;
+const KEEPALIVE_S: u64 = 2;
 /// Keepalive under MQTT 5 (rumqttc's least).
 const KEEPALIVE_V5_S: u64 = 5;
 
