@@ -53,6 +53,7 @@ pub mod format;
 mod reader;
 mod recovery;
 mod segment;
+mod segment_read;
 mod shared;
 mod stats;
 mod time_index;
