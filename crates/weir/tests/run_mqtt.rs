@@ -964,3 +964,35 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_burst_larger_than_max_pending_bytes_is_appended_in_pieces() {
+    // The broker sends up to 1000 messages of 1 KiB at once; the source appends what
+    // arrived while the previous append was made durable (up to 1 MiB), more than the
+    // WAL's channel admits at once (wal.max_pending_bytes = 64 KiB).
+    const TOPICS: usize = 2;
+    const PER_TOPIC: u64 = 2500;
+    let broker = Mosquitto::start(MosquittoOpts {
+        max_inflight_messages: 1000,
+        ..MosquittoOpts::default()
+    });
+    let weir = Weir::new(&broker);
+    let source = format!(
+        r#"topics = ["t/#"]
+qos = 1
+keepalive = "{KEEPALIVE_S}s"
+max_message_bytes = "16 KiB"
+expected_broker_window = 1000"#
+    );
+    let daemon = weir.start(&source, OPEN);
+    warm_up(&broker, &daemon, 1);
+    let n = publish(&broker, 1, sequenced(TOPICS, PER_TOPIC, 1000));
+    wait_for_lines(&daemon, &weir.out(), n as usize, Duration::from_secs(60));
+    let s = daemon.wait_for("every ack sent", Duration::from_secs(10), |s| {
+        field(s, "unacked") == 0
+    });
+    assert_eq!(s["components"][0]["state"], "running", "{s:#}");
+    let records = ndjson_lines(&weir.out());
+    assert_eq!(check_complete_in_order(&records, TOPICS, PER_TOPIC), 0);
+    daemon.stop();
+}

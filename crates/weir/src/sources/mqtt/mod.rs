@@ -75,11 +75,13 @@ const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 pub struct Shared {
     ledger: Mutex<Ledger>,
     work: Notify,
+    /// The most the WAL's channel admits at once (`wal.max_pending_bytes`).
+    max_batch_bytes: u64,
 }
 
 impl Shared {
-    /// The shared state of source `name`.
-    pub fn new(name: &Arc<str>, config: &MqttSource) -> Arc<Self> {
+    /// The shared state of source `name`; `max_batch_bytes` is `wal.max_pending_bytes`.
+    pub fn new(name: &Arc<str>, config: &MqttSource, max_batch_bytes: u64) -> Arc<Self> {
         Arc::new(Shared {
             ledger: Mutex::new(Ledger::new(LedgerConfig {
                 source: Arc::clone(name),
@@ -89,6 +91,7 @@ impl Shared {
                 qos0_max_bytes: config.qos0_queue_bytes.bytes(),
             })),
             work: Notify::new(),
+            max_batch_bytes,
         })
     }
 
@@ -422,6 +425,7 @@ async fn append_loop(
                 Arc::clone(&name),
                 unit,
                 ingest.clone(),
+                shared.max_batch_bytes,
                 quarantine.clone(),
                 stopping,
             )));
@@ -464,17 +468,23 @@ async fn append_loop(
     let _ = done.send(true);
 }
 
-/// Makes one unit durable: a quarantine write, or a WAL append retried while the WAL
-/// refuses it for room. Returns what completing it releases.
+/// Makes one unit durable: a quarantine write, or WAL appends retried while the WAL
+/// refuses them for room. The WAL's channel admits at most `max_batch_bytes`
+/// (`wal.max_pending_bytes`) at once, and a unit may hold more (up to [`UNIT_RECORDS`]
+/// records or about [`UNIT_BYTES`] of payload): it is then appended in batches below
+/// that, one after the other, and its acks wait for the last. Returns what completing
+/// it releases.
 async fn make_durable(
     name: Arc<str>,
     unit: Unit,
     ingest: Ingest,
+    max_batch_bytes: u64,
     quarantine: Quarantine,
     stopping: bool,
 ) -> Result<Done, String> {
     let done = unit.done();
     let work = unit.work;
+    let mut batches = Vec::new();
     let mut batch = Batch::new();
     let mut wire = Vec::new();
     for item in work {
@@ -482,6 +492,10 @@ async fn make_durable(
             Work::Append(record) => {
                 wire.clear();
                 record.encode_into(&mut wire);
+                let framed = weir_wal::format::FRAME_HEADER_LEN + wire.len() as u64;
+                if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
+                    batches.push(std::mem::replace(&mut batch, Batch::new()));
+                }
                 // max_message_bytes is validated below the WAL's record limit.
                 if let Err(e) = batch.push(&wire) {
                     return Err(format!("a record does not fit the WAL: {e}"));
@@ -510,9 +524,17 @@ async fn make_durable(
             }
         }
     }
-    if batch.is_empty() {
-        return Ok(done);
+    if !batch.is_empty() {
+        batches.push(batch);
     }
+    for batch in batches {
+        append(&ingest, batch, stopping).await?;
+    }
+    Ok(done)
+}
+
+/// Appends one batch to the WAL, retried while the WAL refuses it for room.
+async fn append(ingest: &Ingest, mut batch: Batch, stopping: bool) -> Result<(), String> {
     loop {
         let deadline = stopping.then(|| std::time::Instant::now() + SHUTDOWN_ADMISSION);
         let admission = match ingest.admit(batch.encoded_len(), deadline).await {
@@ -520,7 +542,7 @@ async fn make_durable(
             Err(e) => return Err(format!("the WAL did not admit a batch: {e}")),
         };
         match admission.append(batch).await {
-            Ok(_) => return Ok(done),
+            Ok(_) => return Ok(()),
             Err(AppendError::Full { batch: b, .. } | AppendError::Busy(b)) => {
                 // on_full = "reject": withhold the acks and try again; the broker's
                 // window holds the rest meanwhile.
