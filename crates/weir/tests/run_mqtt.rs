@@ -39,14 +39,7 @@ struct Weir {
     dir: tempfile::TempDir,
     status: SocketAddr,
     broker_url: String,
-    /// The `[wal]` keys besides `on_full = "block"`.
-    wal: &'static str,
 }
-
-/// A WAL that a stalled gate fills quickly.
-const SMALL_WAL: &str = r#"max_disk = "256 KiB"
-segment_bytes = "32 KiB"
-max_pending_bytes = "64 KiB""#;
 
 impl Weir {
     fn new(broker: &Mosquitto) -> Weir {
@@ -54,7 +47,6 @@ impl Weir {
             dir: tempfile::tempdir().expect("temp dir"),
             status: free_addr(),
             broker_url: broker.url(),
-            wal: SMALL_WAL,
         }
     }
 
@@ -79,7 +71,9 @@ status_addr = "{status}"
 shutdown_timeout = "1s"
 
 [wal]
-{wal}
+max_disk = "256 KiB"
+segment_bytes = "32 KiB"
+max_pending_bytes = "64 KiB"
 on_full = "block"
 
 [quarantine]
@@ -107,7 +101,6 @@ read_batch_records = 10
             quarantine = self.quarantine().display(),
             url = self.broker_url,
             out = self.out().display(),
-            wal = self.wal,
         );
         let path = write_config(self.dir.path(), &config);
         Daemon::start(self.dir.path(), &path, self.status, &[])
@@ -502,12 +495,7 @@ fn qos0_flood_drops_are_counted_exactly_and_memory_stays_bounded() {
     const PAD: usize = 1000;
     const QUEUE: u64 = 64 * 1024;
     let broker = Mosquitto::start(MosquittoOpts::default());
-    let mut weir = Weir::new(&broker);
-    // The source appends what accumulated while the previous append was made durable,
-    // up to 1024 records or 1 MiB of payload in one batch: the channel must admit that.
-    weir.wal = r#"max_disk = "8 MiB"
-segment_bytes = "1 MiB"
-max_pending_bytes = "2 MiB""#;
+    let weir = Weir::new(&broker);
     let source = format!(
         r#"topics = [{{ filter = "t/#", qos = 0 }}]
 keepalive = "{KEEPALIVE_S}s"
