@@ -984,3 +984,68 @@ expected_broker_window = 1000"#
     assert_eq!(check_complete_in_order(&records, TOPICS, PER_TOPIC), 0);
     daemon.stop();
 }
+
+#[test]
+fn a_message_whose_record_exceeds_max_pending_bytes_is_quarantined_not_wedging() {
+    let broker = Mosquitto::start(MosquittoOpts::default());
+    let weir = Weir::new(&broker);
+    // The payload is within max_message_bytes (60 KiB ≤ max_pending_bytes 64 KiB), but
+    // with an 8 KB topic its record does not fit one admission.
+    let source = format!(
+        r#"topics = ["t/#"]
+qos = 1
+keepalive = "{KEEPALIVE_S}s"
+max_message_bytes = "60 KiB""#
+    );
+    let daemon = weir.start(&source, OPEN);
+    warm_up(&broker, &daemon, 1);
+    let long_topic = format!("t/{}", "l".repeat(8000));
+    let small = |seq: u64| {
+        (
+            "t/0".to_owned(),
+            format!(r#"{{"topic":"t/0","seq":{seq}}}"#).into_bytes(),
+        )
+    };
+    let messages: Vec<_> = (0..10)
+        .map(small)
+        .chain([(long_topic, vec![b'x'; 60_000])])
+        .chain((10..20).map(small))
+        .collect();
+    assert_eq!(publish(&broker, 1, messages), 21);
+    wait_for_lines(&daemon, &weir.out(), 20, Duration::from_secs(20));
+    let s = daemon.wait_for("every message acked", Duration::from_secs(10), |s| {
+        field(s, "unacked") == 0
+    });
+    assert_eq!(s["sources"][SOURCE]["type"], "mqtt", "{s:#}");
+    assert_ne!(
+        s["components"]
+            .as_array()
+            .expect("components")
+            .iter()
+            .find(|c| c["name"] == SOURCE)
+            .expect("the source")["state"],
+        "failed",
+        "{s:#}"
+    );
+    assert_eq!(field(&s, "reconnects"), 0, "{:#}", mqtt(&s));
+    let records = ndjson_lines(&weir.out());
+    assert_eq!(
+        seqs_by_topic(&records)["t/0"],
+        (0..20).collect::<Vec<u64>>()
+    );
+    let quarantined: usize = files_under(&weir.quarantine())
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .expect("quarantine file")
+                .lines()
+                .filter(|l| l.contains("max_pending_bytes"))
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        quarantined, 1,
+        "the big record is quarantined with its reason"
+    );
+    daemon.stop();
+}

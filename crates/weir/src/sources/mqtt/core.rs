@@ -9,9 +9,11 @@
 //! - **arrival order**: every message gets a sequence number; units are taken and
 //!   completed in that order, and acks come out in it (MQTT requires PUBACKs in the
 //!   order the PUBLISHes arrived);
-//! - **the window**: QoS 1/2 messages of the current connection not yet acked. Above
-//!   `guard_limit` the offer answers [`Offer::Guard`]: the caller drops the connection
-//!   (never blocks);
+//! - **the window**: QoS 1/2 messages of the current connection not yet acked. When
+//!   more than `guard_limit` of them hold a payload the offer answers [`Offer::Guard`]:
+//!   the caller drops the connection (never blocks). Redeliveries of messages already
+//!   held (below) hold no payload and do not count, so a reconnect that starts with
+//!   them makes progress;
 //! - **the QoS 0 budget**: bytes of QoS 0 payloads not yet durable. Above
 //!   `qos0_max_bytes` the newest message is dropped, counted, and the next accepted QoS
 //!   0 record carries `mqtt.gap = "true"` and `mqtt.gap_dropped = "N"`;
@@ -219,6 +221,8 @@ struct Owed {
     token: AckToken,
     fingerprint: u64,
     received_ms: u64,
+    /// A redelivery acked once its original is durable: holds no payload.
+    duplicate: bool,
 }
 
 /// The ledger. See the module docs.
@@ -235,6 +239,8 @@ pub struct Ledger {
     /// Acks owed on connections that are gone: packet id → (fingerprint, sequence).
     orphans: HashMap<u16, (u64, u64)>,
     gap_dropped: u64,
+    /// Owed acks that are redeliveries (see [`Owed::duplicate`]).
+    owed_duplicates: u64,
     status: MqttStatus,
     ack_latency_ms_sum: u64,
 }
@@ -264,6 +270,7 @@ impl Ledger {
             owed: VecDeque::new(),
             orphans: HashMap::new(),
             gap_dropped: 0,
+            owed_duplicates: 0,
             status,
             ack_latency_ms_sum: 0,
         }
@@ -296,6 +303,7 @@ impl Ledger {
                 .insert(owed.token.pkid, (owed.fingerprint, owed.durable_at));
         }
         self.status.unacked = 0;
+        self.owed_duplicates = 0;
         self.status.paused_since_ms = None;
     }
 
@@ -313,23 +321,30 @@ impl Ledger {
             self.status.qos0_received += 1;
             return self.offer_qos0(message, bytes, now_ms);
         }
-        if self.status.unacked >= self.config.guard_limit {
-            self.status.guard_disconnects += 1;
-            self.on_disconnect(None);
-            return Offer::Guard;
-        }
         let fingerprint = fingerprint(&message.topic, &message.payload);
         let token = AckToken {
             qos: message.qos,
             pkid: message.pkid,
         };
-        let orphan = self.orphans.remove(&message.pkid);
+        let orphan = match self.orphans.get(&message.pkid) {
+            Some(&(fp, seq)) if message.dup && fp == fingerprint => Some(seq),
+            _ => None,
+        };
+        if orphan.is_none() && self.status.unacked - self.owed_duplicates >= self.config.guard_limit
+        {
+            self.status.guard_disconnects += 1;
+            self.on_disconnect(None);
+            return Offer::Guard;
+        }
+        // Either way the packet id now names this message, not an older one.
+        self.orphans.remove(&message.pkid);
         let (durable_at, offer) = match orphan {
-            Some((fp, seq)) if message.dup && fp == fingerprint => {
+            Some(seq) => {
                 self.status.duplicates_skipped += 1;
+                self.owed_duplicates += 1;
                 (seq, Offer::Duplicate)
             }
-            _ => {
+            None => {
                 let seq = self.next_seq;
                 let offer = self.enqueue(message, bytes, now_ms);
                 (seq, offer)
@@ -340,6 +355,7 @@ impl Ledger {
             token,
             fingerprint,
             received_ms: now_ms,
+            duplicate: orphan.is_some(),
         });
         self.status.unacked += 1;
         self.status.max_unacked = self.status.max_unacked.max(self.status.unacked);
@@ -495,6 +511,9 @@ impl Ledger {
                 break;
             }
             let owed = self.owed.pop_front().expect("front exists");
+            if owed.duplicate {
+                self.owed_duplicates -= 1;
+            }
             let latency = now_ms.saturating_sub(owed.received_ms);
             self.ack_latency_ms_sum += latency;
             self.status.ack_latency_ms_max = self.status.ack_latency_ms_max.max(latency);

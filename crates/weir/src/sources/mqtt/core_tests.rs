@@ -89,6 +89,55 @@ fn guard_trips_above_the_limit_and_forgets_the_connections_acks() {
 }
 
 #[test]
+fn redeliveries_do_not_count_against_the_guard_so_a_reconnect_makes_progress() {
+    let mut l = connected();
+    for pkid in 1..=6 {
+        l.offer(msg(1, pkid, &format!("m{pkid}")), 0);
+    }
+    let unit = l.take(100, u64::MAX).unwrap();
+    l.complete(&unit.done());
+    // The broker's window is larger than the guard: the seventh trips it before the
+    // acks of the first six went out.
+    assert_eq!(l.offer(msg(1, 7, "m7"), 0), Offer::Guard);
+    l.on_connect(true);
+    // The broker redelivers the six (durable, held by nobody) and sends new ones.
+    for pkid in 1..=6 {
+        let mut dup = msg(1, pkid, &format!("m{pkid}"));
+        dup.dup = true;
+        assert_eq!(l.offer(dup, 1), Offer::Duplicate);
+    }
+    for pkid in 7..=12 {
+        assert_eq!(
+            l.offer(msg(1, pkid, "new"), 1),
+            Offer::Queued,
+            "pkid {pkid}"
+        );
+    }
+    assert_eq!(l.status().unacked, 12);
+    assert_eq!(
+        l.offer(msg(1, 13, "new"), 1),
+        Offer::Guard,
+        "six new ones hold payloads"
+    );
+    l.on_connect(true);
+    let acks = {
+        let mut again = msg(1, 1, "m1");
+        again.dup = true;
+        assert_eq!(
+            l.offer(again, 2),
+            Offer::Duplicate,
+            "still an orphan after the second drop"
+        );
+        l.ready_acks(3)
+    };
+    assert_eq!(
+        acks,
+        [AckToken { qos: 1, pkid: 1 }],
+        "progress: acked at once"
+    );
+}
+
+#[test]
 fn redelivery_of_a_durable_message_is_acked_not_written_again() {
     let mut l = connected();
     l.offer(msg(1, 7, "same"), 0);

@@ -493,10 +493,20 @@ async fn make_durable(
                 wire.clear();
                 record.encode_into(&mut wire);
                 let framed = weir_wal::format::FRAME_HEADER_LEN + wire.len() as u64;
+                if framed > max_batch_bytes {
+                    // Payload within max_message_bytes, but with its topic and
+                    // attributes too large for one admission: never wedge the window.
+                    let reason = format!(
+                        "mqtt message on topic {:?}: its record is {framed} bytes with topic and attributes,                          above wal.max_pending_bytes ({max_batch_bytes}); lower max_message_bytes or raise wal.max_pending_bytes",
+                        record.key
+                    );
+                    quarantine_message(&name, &quarantine, record.key, record.payload, reason)
+                        .await?;
+                    continue;
+                }
                 if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
                     batches.push(std::mem::replace(&mut batch, Batch::new()));
                 }
-                // max_message_bytes is validated below the WAL's record limit.
                 if let Err(e) = batch.push(&wire) {
                     return Err(format!("a record does not fit the WAL: {e}"));
                 }
@@ -505,23 +515,7 @@ async fn make_durable(
                 topic,
                 payload,
                 reason,
-            } => {
-                let q = quarantine.clone();
-                let source = Arc::clone(&name);
-                let written = tokio::task::spawn_blocking(move || {
-                    q.put(&source, &reason, &payload).and_then(|()| q.sync())
-                })
-                .await;
-                match written {
-                    Ok(Ok(())) => {
-                        tracing::warn!(source = %name, "mqtt: quarantined an oversized message on {topic:?}");
-                    }
-                    Ok(Err(e)) => {
-                        tracing::error!(source = %name, "mqtt: quarantining a message on {topic:?} failed, acked anyway so the window is not wedged: {e}");
-                    }
-                    Err(e) => return Err(format!("quarantine task failed: {e}")),
-                }
-            }
+            } => quarantine_message(&name, &quarantine, topic, payload, reason).await?,
         }
     }
     if !batch.is_empty() {
@@ -531,6 +525,34 @@ async fn make_durable(
         append(&ingest, batch, stopping).await?;
     }
     Ok(done)
+}
+
+/// Writes a message the WAL cannot take to the quarantine (fsynced), so that it can be
+/// acked. A full or failing quarantine is logged and counted there; the message is
+/// still acked so the window is never wedged.
+async fn quarantine_message(
+    name: &Arc<str>,
+    quarantine: &Quarantine,
+    topic: String,
+    payload: bytes::Bytes,
+    reason: String,
+) -> Result<(), String> {
+    let q = quarantine.clone();
+    let source = Arc::clone(name);
+    let written = tokio::task::spawn_blocking(move || {
+        q.put(&source, &reason, &payload).and_then(|()| q.sync())
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => {
+            tracing::warn!(source = %name, "mqtt: quarantined a message on {topic:?}");
+        }
+        Ok(Err(e)) => {
+            tracing::error!(source = %name, "mqtt: quarantining a message on {topic:?} failed, acked anyway so the window is not wedged: {e}");
+        }
+        Err(e) => return Err(format!("quarantine task failed: {e}")),
+    }
+    Ok(())
 }
 
 /// Appends one batch to the WAL, retried while the WAL refuses it for room.
