@@ -4,17 +4,38 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use weir_flow::Clock;
 use weir_flow::semaphore::{
     AcquireError, DualAmount, DualSemaphore, DualSemaphoreConfig, Oversize, Permit, Semaphore,
     SemaphoreConfig, TryAcquireError,
 };
 
+/// On tokio's clock, so that the stats follow the paused test clock exactly.
 fn semaphore(total: u64, max_waiters: usize, oversize: Oversize) -> Semaphore {
-    Semaphore::new(SemaphoreConfig {
-        total,
-        max_waiters,
-        oversize,
-    })
+    Semaphore::with_clock(
+        SemaphoreConfig {
+            total,
+            max_waiters,
+            oversize,
+        },
+        Clock::new(),
+    )
+}
+
+/// The default semaphore reads its stats on the coarse clock, but its timeouts still run
+/// on tokio's timer: exact, and following the paused clock.
+#[tokio::test(start_paused = true)]
+async fn timeouts_run_on_tokios_timer_whatever_the_stats_clock() {
+    let sem = Semaphore::new(SemaphoreConfig::new(1));
+    let _held = sem.acquire(1).await.expect("free");
+    let started = tokio::time::Instant::now();
+    let result = sem.acquire_timeout(1, Duration::from_secs(30)).await;
+    assert!(
+        matches!(result, Err(AcquireError::Timeout { .. })),
+        "{result:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+    assert_eq!(sem.semaphore_stats().rejected_timeout, 1);
 }
 
 /// Spawns an acquire of `amount` that records `name` when granted and holds the permit

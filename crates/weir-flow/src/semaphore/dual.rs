@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::FlowStats;
 use crate::sync::Arc;
+use crate::{Clock, FlowStats};
 
 use super::amount::DualAmount;
 use super::blocking::block_on;
@@ -90,10 +90,16 @@ pub struct DualSemaphore {
 }
 
 impl DualSemaphore {
-    /// A semaphore with `config.total` items and bytes free.
+    /// A semaphore with `config.total` items and bytes free; stats on
+    /// [`Clock::coarse`], as for [`Semaphore::new`](super::Semaphore::new).
     pub fn new(config: DualSemaphoreConfig) -> Self {
+        DualSemaphore::with_clock(config, Clock::coarse())
+    }
+
+    /// A semaphore whose stats are read on `clock`.
+    pub fn with_clock(config: DualSemaphoreConfig, clock: Clock) -> Self {
         DualSemaphore {
-            shared: Shared::new(config.total, config.max_waiters, config.oversize),
+            shared: Shared::new(config.total, config.max_waiters, config.oversize, clock),
         }
     }
 

@@ -41,10 +41,10 @@ pub(crate) struct Shared<A: Amount> {
 }
 
 impl<A: Amount> Shared<A> {
-    pub(crate) fn new(total: A, max_waiters: usize, oversize: Oversize) -> Arc<Self> {
+    pub(crate) fn new(total: A, max_waiters: usize, oversize: Oversize, clock: Clock) -> Arc<Self> {
         Arc::new(Shared {
             core: Mutex::new(SemaphoreCore::new(total, max_waiters, oversize)),
-            clock: Clock::new(),
+            clock,
             waiters_hint: AtomicUsize::new(0),
         })
     }
@@ -321,11 +321,11 @@ impl<'a, A: Amount> RawAcquire<'a, A> {
         match queued {
             Err(error) => Some(Err(error)),
             Ok(id) => {
-                let sleep = deadline.map(|deadline| {
-                    Box::pin(tokio::time::sleep_until(
-                        self.shared.clock.instant_at(deadline),
-                    ))
-                });
+                // The timer runs on tokio's clock (exact, and paused in tests) whatever
+                // clock the stats use: a coarse clock's deadline could fire early.
+                let sleep = self
+                    .timeout
+                    .map(|timeout| Box::pin(tokio::time::sleep(timeout)));
                 self.state = AcquireState::Waiting { id, slot, sleep };
                 None
             }
@@ -348,6 +348,9 @@ impl<'a, A: Amount> RawAcquire<'a, A> {
         let outcome = match core.time_out(*id, now) {
             Some((_, waited)) => {
                 self.shared.settle(core, Some(now));
+                // The timer fired, so at least the timeout has passed, whatever a coarse
+                // (or tokio-unaware) stats clock read.
+                let waited = waited.max(self.timeout.unwrap_or_default());
                 Err(AcquireError::Timeout { waited })
             }
             None => {
