@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 pub use self::ndjson::EncodeError;
 #[allow(unused_imports, reason = "the record format's public API")]
-pub use self::wire::{DecodeError, WIRE_VERSION, peek_source};
+pub use self::wire::{DecodeError, WIRE_VERSION, encode_parts, peek_source};
 
 /// One record: what a source read, on its way through the WAL to the sinks.
 ///

@@ -74,17 +74,16 @@ impl Record {
     /// far below that, and the WAL's record limit is smaller still.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.reserve(self.encoded_len());
-        out.push(WIRE_VERSION);
-        put_str16(out, &self.source);
-        put_str16(out, &self.key);
-        out.extend_from_slice(&self.timestamp_ms.to_le_bytes());
-        let count = self.attributes.len().min(usize::from(u16::MAX));
-        out.extend_from_slice(&(count as u16).to_le_bytes());
-        for (name, value) in &self.attributes[..count] {
-            put_str16(out, name);
-            put_bytes32(out, value.as_bytes());
-        }
-        put_bytes32(out, &self.payload);
+        encode_parts(
+            out,
+            &self.source,
+            &self.key,
+            self.timestamp_ms,
+            self.attributes
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+            &self.payload,
+        );
     }
 
     /// The length of the WAL form.
@@ -157,6 +156,30 @@ fn check_version(r: &mut Cursor<'_>) -> Result<(), DecodeError> {
         return Err(DecodeError::Version { found: version });
     }
     Ok(())
+}
+
+/// Appends a record's WAL form from borrowed parts, for a source that would otherwise
+/// build a [`Record`] (owned attribute strings) only to encode it. `attributes` should
+/// come sorted by name, as [`Record::attributes`]; at most 65,535 are written.
+pub fn encode_parts<'a>(
+    out: &mut Vec<u8>,
+    source: &str,
+    key: &str,
+    timestamp_ms: i64,
+    attributes: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    payload: &[u8],
+) {
+    out.push(WIRE_VERSION);
+    put_str16(out, source);
+    put_str16(out, key);
+    out.extend_from_slice(&timestamp_ms.to_le_bytes());
+    let count = attributes.clone().count().min(usize::from(u16::MAX));
+    out.extend_from_slice(&(count as u16).to_le_bytes());
+    for (name, value) in attributes.take(count) {
+        put_str16(out, name);
+        put_bytes32(out, value.as_bytes());
+    }
+    put_bytes32(out, payload);
 }
 
 fn put_str16(out: &mut Vec<u8>, s: &str) {

@@ -28,8 +28,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::record::Record;
-
 /// Attribute set on the first QoS 0 record after drops.
 pub const GAP_ATTRIBUTE: &str = "mqtt.gap";
 /// Attribute with the number of QoS 0 messages dropped just before this record.
@@ -98,11 +96,73 @@ pub enum Offer {
     Guard,
 }
 
+/// A message on its way to the WAL, kept as received: its record's attributes are
+/// written straight from these fields when it is encoded, so a message costs no owned
+/// attribute strings (MQTT 5 user properties aside).
+#[derive(Debug)]
+pub struct MqttRecord {
+    /// The topic (the record's key).
+    pub topic: String,
+    /// The payload.
+    pub payload: bytes::Bytes,
+    /// When it was received, ms since the epoch.
+    pub timestamp_ms: i64,
+    /// 0, 1 or 2 (`mqtt.qos`).
+    pub qos: u8,
+    /// `mqtt.retain`.
+    pub retain: bool,
+    /// QoS 0 messages dropped just before this one (`mqtt.gap`, `mqtt.gap_dropped`);
+    /// 0 for none.
+    pub gap_dropped: u64,
+    /// MQTT 5 user properties as attributes: names prefixed with
+    /// [`USER_PROPERTY_PREFIX`], the first of each name, sorted.
+    pub user_properties: Vec<(String, String)>,
+}
+
+impl MqttRecord {
+    /// Appends the record's WAL form (as [`Record::encode_into`](crate::record::Record::encode_into) would for the same
+    /// record) for source `source`. Allocates only for a gap's count.
+    pub fn encode_into(&self, source: &str, out: &mut Vec<u8>) {
+        const QOS: [&str; 3] = ["0", "1", "2"];
+        let gap = (self.gap_dropped > 0).then(|| self.gap_dropped.to_string());
+        let gap_attributes = gap
+            .as_deref()
+            .map(|n| [(GAP_ATTRIBUTE, "true"), (GAP_DROPPED_ATTRIBUTE, n)]);
+        // Sorted by name: mqtt.gap < mqtt.gap_dropped < mqtt.qos < mqtt.retain < mqtt.user.*
+        let fixed = [
+            ("mqtt.qos", QOS[usize::from(self.qos.min(2))]),
+            ("mqtt.retain", if self.retain { "true" } else { "false" }),
+        ];
+        let attributes = gap_attributes.iter().flatten().copied().chain(fixed).chain(
+            self.user_properties
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+        );
+        crate::record::encode_parts(
+            out,
+            source,
+            &self.topic,
+            self.timestamp_ms,
+            attributes,
+            &self.payload,
+        );
+    }
+
+    /// The record this becomes, as a sink decodes it.
+    #[cfg(test)]
+    pub fn to_record(&self, source: &str) -> crate::record::Record {
+        let mut wire = Vec::new();
+        self.encode_into(source, &mut wire);
+        crate::record::Record::decode(bytes::Bytes::from(wire))
+            .expect("a record just encoded decodes")
+    }
+}
+
 /// What a taken unit of work does with a message.
 #[derive(Debug)]
 pub enum Work {
-    /// Append this record to the WAL.
-    Append(Record),
+    /// Append this message's record to the WAL.
+    Append(MqttRecord),
     /// Write this message to the quarantine with the reason.
     Quarantine {
         /// The topic.
@@ -417,31 +477,28 @@ impl Ledger {
                 Offer::Oversized,
             )
         } else {
-            let mut attributes = Vec::with_capacity(2 + user_properties.len());
-            attributes.push(("mqtt.qos".to_owned(), qos.to_string()));
-            attributes.push(("mqtt.retain".to_owned(), retain.to_string()));
-            if qos == 0 && self.gap_dropped > 0 {
-                attributes.push((GAP_ATTRIBUTE.to_owned(), "true".to_owned()));
-                attributes.push((
-                    GAP_DROPPED_ATTRIBUTE.to_owned(),
-                    self.gap_dropped.to_string(),
-                ));
-                self.gap_dropped = 0;
-            }
+            let gap_dropped = if qos == 0 {
+                std::mem::take(&mut self.gap_dropped)
+            } else {
+                0
+            };
+            let mut user: Vec<(String, String)> = Vec::new();
             for (name, value) in user_properties {
                 let name = format!("{USER_PROPERTY_PREFIX}{name}");
                 // A repeated property keeps its first value.
-                if !attributes.iter().any(|(n, _)| *n == name) {
-                    attributes.push((name, value));
+                if !user.iter().any(|(n, _)| *n == name) {
+                    user.push((name, value));
                 }
             }
-            attributes.sort_by(|a, b| a.0.cmp(&b.0));
-            let record = Record {
-                source: Arc::clone(&self.config.source),
-                key: topic,
-                timestamp_ms: i64::try_from(now_ms).unwrap_or(i64::MAX),
+            user.sort_by(|a, b| a.0.cmp(&b.0));
+            let record = MqttRecord {
+                topic,
                 payload,
-                attributes,
+                timestamp_ms: i64::try_from(now_ms).unwrap_or(i64::MAX),
+                qos,
+                retain,
+                gap_dropped,
+                user_properties: user,
             };
             (Work::Append(record), Offer::Queued)
         };

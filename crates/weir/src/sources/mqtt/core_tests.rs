@@ -24,7 +24,7 @@ fn msg(qos: u8, pkid: u16, payload: &str) -> Message {
 
 fn attrs(work: &Work) -> Vec<(String, String)> {
     match work {
-        Work::Append(r) => r.attributes.clone(),
+        Work::Append(r) => r.to_record("m").attributes,
         Work::Quarantine { .. } => panic!("expected a record"),
     }
 }
@@ -276,6 +276,7 @@ fn records_carry_topic_qos_retain_and_user_properties_sorted() {
     let Work::Append(record) = &unit.work[0] else {
         panic!("expected a record")
     };
+    let record = record.to_record("m");
     assert_eq!(record.key, "sensors/1");
     assert_eq!(record.timestamp_ms, 42);
     let names: Vec<(&str, &str)> = record

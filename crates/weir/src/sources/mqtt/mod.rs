@@ -491,16 +491,17 @@ async fn make_durable(
         match item {
             Work::Append(record) => {
                 wire.clear();
-                record.encode_into(&mut wire);
+                record.encode_into(&name, &mut wire);
                 let framed = weir_wal::format::FRAME_HEADER_LEN + wire.len() as u64;
                 if framed > max_batch_bytes {
                     // Payload within max_message_bytes, but with its topic and
                     // attributes too large for one admission: never wedge the window.
                     let reason = format!(
-                        "mqtt message on topic {:?}: its record is {framed} bytes with topic and attributes,                          above wal.max_pending_bytes ({max_batch_bytes}); lower max_message_bytes or raise wal.max_pending_bytes",
-                        record.key
+                        "mqtt message on topic {:?}: its record is {framed} bytes with topic and attributes, \
+                         above wal.max_pending_bytes ({max_batch_bytes}); lower max_message_bytes or raise wal.max_pending_bytes",
+                        record.topic
                     );
-                    quarantine_message(&name, &quarantine, record.key, record.payload, reason)
+                    quarantine_message(&name, &quarantine, record.topic, record.payload, reason)
                         .await?;
                     continue;
                 }
