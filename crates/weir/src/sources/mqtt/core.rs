@@ -248,8 +248,9 @@ pub struct MqttStatus {
     pub qos0_queue_max_bytes: u64,
     /// QoS 0 messages dropped because the budget was spent.
     pub qos0_dropped: u64,
-    /// QoS 0 messages that arrived after shutdown began: not written (QoS 1/2
-    /// messages then are not acked, and the broker redelivers them).
+    /// QoS 0 messages that arrived after shutdown began, or that the WAL did not take
+    /// before it: not written (QoS 1/2 messages then are not acked, and the broker
+    /// redelivers them).
     pub qos0_dropped_at_shutdown: u64,
     /// Messages above `max_message_bytes` sent to the quarantine.
     pub oversized: u64,
@@ -430,6 +431,17 @@ impl Ledger {
         if message.qos == 0 {
             self.status.qos0_dropped_at_shutdown += 1;
         }
+    }
+
+    /// A unit the WAL did not take before shutdown: its QoS 0 messages are lost and
+    /// counted as dropped at shutdown (its QoS 1/2 messages were never acked).
+    pub fn lost_at_shutdown(&mut self, unit: &Done) {
+        self.status.qos0_dropped_at_shutdown += unit.qos0_messages;
+        self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(unit.qos0_bytes);
+        self.status.qos0_queue_messages = self
+            .status
+            .qos0_queue_messages
+            .saturating_sub(unit.qos0_messages);
     }
 
     fn offer_qos0(&mut self, message: Message, bytes: u64, now_ms: u64) -> Offer {

@@ -238,6 +238,19 @@ fn messages_after_shutdown_are_counted_not_kept() {
         (2, 1, 0)
     );
     assert!(l.take(10, u64::MAX).is_none());
+    l.offer(msg(0, 0, "c"), 0);
+    l.offer(msg(1, 2, "d"), 0);
+    let unit = l.take(10, u64::MAX).unwrap();
+    l.lost_at_shutdown(&unit.done());
+    let s = l.status();
+    assert_eq!(
+        (
+            s.qos0_dropped_at_shutdown,
+            s.qos0_queue_messages,
+            s.qos0_queue_bytes
+        ),
+        (2, 0, 0)
+    );
 }
 
 #[test]

@@ -421,26 +421,30 @@ async fn append_loop(
             let Some(unit) = shared.ledger().take(UNIT_RECORDS, UNIT_BYTES) else {
                 break;
             };
-            in_flight.push_back(tokio::spawn(make_durable(
+            let unit_done = unit.done();
+            let task = tokio::spawn(make_durable(
                 Arc::clone(&name),
                 unit,
                 ingest.clone(),
                 shared.max_batch_bytes,
                 quarantine.clone(),
                 stopping,
-            )));
+            ));
+            in_flight.push_back(async move { (unit_done, task.await) });
         }
         if stopping && in_flight.is_empty() {
             break;
         }
         tokio::select! {
             biased;
-            Some(done) = in_flight.next(), if !in_flight.is_empty() => match done {
+            Some((unit, outcome)) = in_flight.next(), if !in_flight.is_empty() => match outcome {
                 Ok(Ok(done)) => shared.ledger().complete(&done),
                 Ok(Err(message)) if stopping => {
-                    // Shutting down and the WAL did not take it in time: not acked, so
-                    // the broker redelivers it to the next run.
-                    tracing::info!(source = %name, "mqtt: at shutdown, {message}; the broker keeps what was not acked");
+                    // Shutting down and the WAL did not take it in time: QoS 1/2 is not
+                    // acked, so the broker redelivers it to the next run; QoS 0 is lost,
+                    // and counted.
+                    shared.ledger().lost_at_shutdown(&unit);
+                    tracing::info!(source = %name, "mqtt: at shutdown, {message}; the broker keeps what was not acked, {} QoS 0 messages are dropped", unit.qos0_messages);
                     break;
                 }
                 Ok(Err(message)) => {
