@@ -60,6 +60,14 @@ fn body() -> Vec<u8> {
         .into_bytes()
 }
 
+/// Starts weir on `dir` with the HTTP source → slow + copy sinks config; returns it and
+/// the HTTP source's address.
+fn start(dir: &Path, on_full: &str, admission_timeout: &str) -> (Daemon, SocketAddr) {
+    let (status, http) = (free_addr(), free_addr());
+    let path = write_config(dir, &config(dir, status, http, on_full, admission_timeout));
+    (Daemon::start(dir, &path, status, &[]), http)
+}
+
 /// Posts until a request is refused; returns it and how long it took. Panics if the
 /// WAL never fills.
 fn post_until_refused(http: SocketAddr, daemon: &Daemon) -> (Response, Duration) {
@@ -85,12 +93,7 @@ fn copy_keeps_up(daemon: &Daemon) {
 #[test]
 fn block_answers_503_after_the_admission_timeout() {
     let tmp = tempfile::tempdir().unwrap();
-    let (status, http) = (free_addr(), free_addr());
-    let path = write_config(
-        tmp.path(),
-        &config(tmp.path(), status, http, "block", "300ms"),
-    );
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let (daemon, http) = start(tmp.path(), "block", "300ms");
 
     let (refused, took) = post_until_refused(http, &daemon);
     assert_eq!(refused.0, 503, "{}", String::from_utf8_lossy(&refused.2));
@@ -111,12 +114,7 @@ fn block_answers_503_after_the_admission_timeout() {
 #[test]
 fn block_never_holds_concurrent_requests_past_the_admission_timeout() {
     let tmp = tempfile::tempdir().unwrap();
-    let (status, http) = (free_addr(), free_addr());
-    let path = write_config(
-        tmp.path(),
-        &config(tmp.path(), status, http, "block", "300ms"),
-    );
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let (daemon, http) = start(tmp.path(), "block", "300ms");
     let _ = post_until_refused(http, &daemon);
 
     // The WAL is (nearly) full: 16 requests at once must each be answered, 200 or
@@ -151,12 +149,7 @@ fn block_never_holds_concurrent_requests_past_the_admission_timeout() {
 #[test]
 fn reject_answers_503_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let (status, http) = (free_addr(), free_addr());
-    let path = write_config(
-        tmp.path(),
-        &config(tmp.path(), status, http, "reject", "5s"),
-    );
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let (daemon, http) = start(tmp.path(), "reject", "5s");
 
     let (refused, took) = post_until_refused(http, &daemon);
     assert_eq!(refused.0, 503);
@@ -181,12 +174,7 @@ fn reject_answers_503_at_once() {
 #[test]
 fn drop_oldest_gives_the_slow_sink_a_counted_gap() {
     let tmp = tempfile::tempdir().unwrap();
-    let (status, http) = (free_addr(), free_addr());
-    let path = write_config(
-        tmp.path(),
-        &config(tmp.path(), status, http, "drop_oldest", "300ms"),
-    );
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let (daemon, http) = start(tmp.path(), "drop_oldest", "300ms");
 
     // Twice the budget: every request is accepted, the oldest segments are evicted.
     let body = body();
