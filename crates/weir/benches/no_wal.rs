@@ -13,7 +13,7 @@
 //!   channel;
 //! - sink side, as `runtime::driver`: each framed record is unpacked with its CRC
 //!   checked and copied out (`Batch::payloads`, the frame reader a cursor uses), its
-//!   source peeked, `Record::decode`d into a batch of records, which goes through a
+//!   source peeked, `Record::decode_with`d into a batch of records, which goes through a
 //!   channel of 2 batches to a writer task that counts it (an unlimited blackhole does
 //!   nothing else).
 //!
@@ -104,7 +104,9 @@ async fn sink_reader(
                 Ok(source) if *source == *input => {}
                 _ => continue,
             }
-            let record = Record::decode(Bytes::from(payload)).expect("decodes");
+            // As the sink driver: the source name is the input's, already held.
+            let record =
+                Record::decode_with(Bytes::from(payload), |_| Arc::clone(&input)).expect("decodes");
             bytes += record.payload.len() as u64;
             records.push(record);
         }

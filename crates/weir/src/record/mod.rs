@@ -1,7 +1,7 @@
 //! The record every source produces and every sink writes.
 //!
 //! - [`wire`]: the compact, versioned binary form a record takes inside the WAL
-//!   ([`Record::encode_into`], [`Record::decode`]).
+//!   ([`Record::encode_into`], [`Record::decode_with`]).
 //! - [`ndjson`]: the one-JSON-object-per-line form text sinks write
 //!   ([`Record::write_ndjson`]).
 
@@ -34,7 +34,7 @@ pub use self::wire::{DecodeError, WIRE_VERSION, encode_parts, peek_source};
 /// };
 /// let mut wire = Vec::new();
 /// record.encode_into(&mut wire);
-/// assert_eq!(Record::decode(bytes::Bytes::from(wire))?, record);
+/// assert_eq!(Record::decode_with(bytes::Bytes::from(wire), |s| s.into())?, record);
 ///
 /// let mut line = Vec::new();
 /// record.write_ndjson(&mut line)?;

@@ -243,16 +243,19 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
     let mut records = Vec::with_capacity(batch.records.len());
     let mut bytes = 0;
     for wal_record in batch.records {
-        match peek_source(&wal_record.payload) {
-            Ok(source) if inputs.iter().any(|i| **i == *source) => {}
-            Ok(_) => continue,
+        let input = match peek_source(&wal_record.payload) {
+            Ok(source) => match inputs.iter().find(|i| ***i == *source) {
+                Some(input) => Arc::clone(input),
+                None => continue,
+            },
             Err(e) => {
                 add(&stats.unencodable, 1);
                 tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
                 continue;
             }
-        }
-        match Record::decode(Bytes::from(wal_record.payload)) {
+        };
+        // The source name is the input's, already held: no allocation per record.
+        match Record::decode_with(Bytes::from(wal_record.payload), |_| input) {
             Ok(record) => {
                 bytes += record.payload.len() as u64;
                 records.push(record);
