@@ -211,6 +211,12 @@ impl Wal {
         WalStats::collect(&self.inner.shared, crate::now_ms())
     }
 
+    /// The largest batch [`append`](Self::append) takes (in encoded bytes):
+    /// [`WalConfig::max_batch_bytes`].
+    pub fn max_batch_bytes(&self) -> u64 {
+        self.inner.max_batch_bytes
+    }
+
     /// Whether an append of `bytes` more bytes would have to wait for retention now:
     /// `on_full = block`, the disk budget has no room for them, and the log is not
     /// poisoned (a poisoned log fails appends at once instead). A cheap check (one short

@@ -126,6 +126,17 @@ impl Ingest {
         }
     }
 
+    /// The largest batch this handle can admit and append (encoded bytes): the smaller
+    /// of the source → WAL channel's byte bound and the WAL's own batch limit. A source
+    /// that gathers more splits it.
+    pub fn max_batch_bytes(&self) -> u64 {
+        self.inner
+            .channel
+            .total()
+            .bytes
+            .min(self.inner.wal.max_batch_bytes())
+    }
+
     /// The source's counters.
     pub fn stats(&self) -> &SourceStats {
         &self.inner.stats
@@ -340,6 +351,10 @@ mod tests {
             64,
             stats,
         );
+        // The largest admissible batch is the WAL's own limit here (half of max_disk),
+        // below the channel's 8 MiB.
+        assert_eq!(ingest.max_batch_bytes(), 128 * 1024);
+        assert_eq!(ingest.max_batch_bytes(), wal.max_batch_bytes());
         let size = batch(2000).encoded_len();
         // Fill with small batches until two more batches fit and three do not.
         while !wal.would_block(3 * size) {

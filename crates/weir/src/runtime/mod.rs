@@ -247,8 +247,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
                 "http"
             }
             SourceKind::Mqtt(m) => {
-                let shared =
-                    sources::mqtt::Shared::new(&name_arc, m, config.wal.max_pending_bytes.bytes());
+                let shared = sources::mqtt::Shared::new(&name_arc, m);
                 sources::mqtt::register(name, &shared, &telemetry);
                 let detail = Arc::clone(&shared);
                 let _ = stats.detail.set(Detail(Arc::new(move || {

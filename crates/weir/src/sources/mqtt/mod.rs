@@ -75,13 +75,11 @@ const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 pub struct Shared {
     ledger: Mutex<Ledger>,
     work: Notify,
-    /// The most the WAL's channel admits at once (`wal.max_pending_bytes`).
-    max_batch_bytes: u64,
 }
 
 impl Shared {
-    /// The shared state of source `name`; `max_batch_bytes` is `wal.max_pending_bytes`.
-    pub fn new(name: &Arc<str>, config: &MqttSource, max_batch_bytes: u64) -> Arc<Self> {
+    /// The shared state of source `name`.
+    pub fn new(name: &Arc<str>, config: &MqttSource) -> Arc<Self> {
         Arc::new(Shared {
             ledger: Mutex::new(Ledger::new(LedgerConfig {
                 source: Arc::clone(name),
@@ -91,7 +89,6 @@ impl Shared {
                 qos0_max_bytes: config.qos0_queue_bytes.bytes(),
             })),
             work: Notify::new(),
-            max_batch_bytes,
         })
     }
 
@@ -426,7 +423,7 @@ async fn append_loop(
                 Arc::clone(&name),
                 unit,
                 ingest.clone(),
-                shared.max_batch_bytes,
+                ingest.max_batch_bytes(),
                 quarantine.clone(),
                 stopping,
             ));
@@ -473,8 +470,8 @@ async fn append_loop(
 }
 
 /// Makes one unit durable: a quarantine write, or WAL appends retried while the WAL
-/// refuses them for room. The WAL's channel admits at most `max_batch_bytes`
-/// (`wal.max_pending_bytes`) at once, and a unit may hold more (up to [`UNIT_RECORDS`]
+/// refuses them for room. The WAL admits at most `max_batch_bytes`
+/// ([`Ingest::max_batch_bytes`]) at once, and a unit may hold more (up to [`UNIT_RECORDS`]
 /// records or about [`UNIT_BYTES`] of payload): it is then appended in batches below
 /// that, one after the other, and its acks wait for the last. Returns what completing
 /// it releases.
@@ -502,7 +499,7 @@ async fn make_durable(
                     // attributes too large for one admission: never wedge the window.
                     let reason = format!(
                         "mqtt message on topic {:?}: its record is {framed} bytes with topic and attributes, \
-                         above wal.max_pending_bytes ({max_batch_bytes}); lower max_message_bytes or raise wal.max_pending_bytes",
+                         above the WAL's batch limit ({max_batch_bytes}: wal.max_pending_bytes, and at most half of wal.max_disk); lower max_message_bytes or raise those",
                         record.topic
                     );
                     quarantine_message(&name, &quarantine, record.topic, record.payload, reason)
