@@ -20,8 +20,27 @@ pub enum OnFull {
     DropOldest,
 }
 
+impl OnFull {
+    /// The name as written in a configuration (`block`, `reject`, `drop_oldest`), the
+    /// same as its serde name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFull::Block => "block",
+            OnFull::Reject => "reject",
+            OnFull::DropOldest => "drop_oldest",
+        }
+    }
+}
+
+impl std::fmt::Display for OnFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// When appended data is fsynced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SyncMode {
     /// One `fsync` (`sync_data`) per group of batches; an append completes only after the
     /// fsync that covers it. The default.

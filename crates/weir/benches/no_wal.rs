@@ -6,12 +6,12 @@
 //! sink, with the WAL replaced by an in-memory channel:
 //!
 //! - source side, as `sources::generator::run`: `RecordMaker::next_record` (the
-//!   generator's own code, included from `src/`), `Record::encode_into` the WAL form,
+//!   generator's own code, from the library), `Record::encode_into` the WAL form,
 //!   `weir_wal::Batch::push` (framing and CRC), `batch_size` records per batch;
 //! - then, instead of appending (write, fsync, disk budget) and reading back through a
 //!   cursor (segment read, cursor commit), the framed batch goes through a bounded
 //!   channel;
-//! - sink side, as `runtime::driver`: each framed record is unpacked with its CRC
+//! - sink side, as `pipeline::driver`: each framed record is unpacked with its CRC
 //!   checked and copied out (`Batch::payloads`, the frame reader a cursor uses), its
 //!   source peeked, `Record::decode_with`d into a batch of records, which goes through a
 //!   channel of 2 batches to a writer task that counts it (an unlimited blackhole does
@@ -30,26 +30,10 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use weir_wal::Batch;
 
-#[allow(
-    dead_code,
-    unused_imports,
-    reason = "only the wire form is used here; its unit tests run with the crate's"
-)]
-#[path = "../src/record/mod.rs"]
-mod record;
+use weir::record::{Record, peek_source};
+use weir::sources::generator::RecordMaker;
 
-#[allow(
-    dead_code,
-    unused_imports,
-    reason = "only the record maker is used here; its unit tests run with the crate's"
-)]
-#[path = "../src/sources/generator/core.rs"]
-mod generator;
-
-use generator::RecordMaker;
-use record::{Record, peek_source};
-
-/// The generator's defaults (`config::GeneratorSource`).
+/// The generator's defaults (`config::GeneratorConfig`).
 const BATCH_SIZE: u64 = 100;
 const KEYS: u32 = 16;
 /// Batches between source and sink, in place of the WAL (the daemon's source → WAL
@@ -74,7 +58,7 @@ async fn source(name: Arc<str>, size: usize, tx: mpsc::Sender<Batch>, stop: Arc<
     let mut maker = RecordMaker::new(name, 0, KEYS, size);
     let mut wire = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let now_ms = record::now_ms();
+        let now_ms = weir::record::now_ms();
         let mut batch = Batch::new();
         for _ in 0..BATCH_SIZE {
             let record = maker.next_record(now_ms);

@@ -125,6 +125,17 @@ fn status_codes_of_the_http_source() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// `weir run` makes every check that needs no file before it opens the WAL or creates
+/// a directory: a failed check leaves nothing behind.
+fn assert_nothing_created(dir: &Path, stderr: &str) {
+    for created in ["data", "out"] {
+        assert!(
+            !dir.join(created).exists(),
+            "{created} was created before the check failed: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn config_errors_stop_weir_run_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
@@ -152,6 +163,7 @@ fn config_errors_stop_weir_run_naming_the_key() {
     let (code, stderr) = run_to_exit(&path, &[]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("sources.api.auth_token_env"), "{stderr}");
+    assert_nothing_created(tmp.path(), &stderr);
 
     // A startup error: the listen address is taken.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -162,6 +174,17 @@ fn config_errors_stop_weir_run_naming_the_key() {
     let (code, stderr) = run_to_exit(&path, &[]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("sources.api.listen"), "{stderr}");
+    assert_nothing_created(tmp.path(), &stderr);
+
+    // A startup error: the status address is taken.
+    let path = write_config(
+        tmp.path(),
+        &config(tmp.path(), taken.local_addr().unwrap(), http, ""),
+    );
+    let (code, stderr) = run_to_exit(&path, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("runtime.status_addr"), "{stderr}");
+    assert_nothing_created(tmp.path(), &stderr);
 }
 
 #[test]

@@ -5,10 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::Config;
-use super::error::ConfigError;
-use super::sink::SinkKind;
-use super::source::SourceKind;
-use super::walk::{Section, join};
+use crate::keys::{ConfigError, Section, join};
 
 /// Reports a source or sink name that cannot be used in metric labels and file names.
 pub(super) fn check_name(section: &Section<'_>, what: &str, name: &str) {
@@ -50,12 +47,9 @@ fn check_directories(
         ("quarantine.dir".to_owned(), config.quarantine.dir.as_path()),
     ];
     for (name, sink) in &config.sinks {
-        let path = match &sink.kind {
-            SinkKind::File(file) => &file.path,
-            SinkKind::Parquet(parquet) => &parquet.path,
-            SinkKind::ObjectStore(_) | SinkKind::Http(_) | SinkKind::Blackhole(_) => continue,
-        };
-        dirs.push((join(&join("sinks", name), "path"), path.as_path()));
+        if let Some(path) = sink.kind.directory() {
+            dirs.push((join(&join("sinks", name), "path"), path));
+        }
     }
     dirs.retain(|(path, _)| !failed(path));
     for (i, (path, dir)) in dirs.iter().enumerate() {
@@ -92,8 +86,8 @@ fn check_listen_addresses(
     let mut listeners: Vec<(String, SocketAddr)> =
         vec![("runtime.status_addr".to_owned(), config.runtime.status_addr)];
     for (name, source) in &config.sources {
-        if let SourceKind::Http(http) = &source.kind {
-            listeners.push((join(&join("sources", name), "listen"), http.listen));
+        if let Some((key, addr)) = source.kind.listen() {
+            listeners.push((join(&join("sources", name), key), addr));
         }
     }
     listeners.retain(|(path, _)| !failed(path));
@@ -130,7 +124,7 @@ fn check_batches_fit_the_wal(
     }
     let pending = config.wal.max_pending_bytes;
     for (name, source) in &config.sources {
-        let (bytes, formula) = source.max_batch_bytes();
+        let (bytes, formula) = source.kind.max_batch_bytes();
         let source_path = join("sources", name);
         let keys_failed = formula
             .split(" × ")
@@ -141,7 +135,7 @@ fn check_batches_fit_the_wal(
                 message: format!(
                     "a batch of {formula} = {} is larger than wal.max_pending_bytes = {pending} and could never \
                      be admitted to the WAL; lower it or raise wal.max_pending_bytes",
-                    super::format_bytes(bytes)
+                    crate::keys::format_bytes(bytes)
                 ),
             });
         }
@@ -162,19 +156,12 @@ impl Config {
             }
         }
         for (name, source) in &self.sources {
-            if let SourceKind::Mqtt(mqtt) = &source.kind
-                && mqtt.clean_session
-                && mqtt.topics.iter().any(|t| t.qos > super::Qos::AtMostOnce)
-            {
-                warnings.push(format!(
-                    "{}: QoS 1/2 with a clean session: messages not yet durable at a disconnect are not redelivered",
-                    join(&join("sources", name), "clean_session")
-                ));
-            }
+            source.kind.warnings(&join("sources", name), &mut warnings);
         }
-        if let super::WalSync::Interval { every } = self.wal.sync {
+        if let weir_wal::SyncMode::Interval(every) = self.wal.sync {
             warnings.push(format!(
-                "wal.sync: \"interval\" acknowledges before fsync; a crash can lose up to {every} of acknowledged records"
+                "wal.sync: \"interval\" acknowledges before fsync; a crash can lose up to {} of acknowledged records",
+                humantime::format_duration(every)
             ));
         }
         warnings

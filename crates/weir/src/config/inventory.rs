@@ -4,25 +4,10 @@
 
 use std::path::PathBuf;
 
-use super::Config;
-use super::format_bytes;
-use super::runtime::OnFull;
-use super::sink::{Format, SinkKind};
-use super::source::SourceKind;
-use super::walk::join;
+use weir_wal::OnFull;
 
-/// The bound of one queue or buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueBound {
-    /// Where it is, as a config path: `sources.gen.batch`, `wal.channel`.
-    pub name: String,
-    /// Most items it holds; `None` when it is bounded in bytes only.
-    pub items: Option<u64>,
-    /// Most bytes it holds; 0 when it holds no payload of its own.
-    pub bytes: u64,
-    /// What it is and which keys set the bound.
-    pub note: String,
-}
+use super::Config;
+use crate::keys::{Bounds, QueueBound, join, times};
 
 /// A disk budget and what happens when it is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,94 +47,23 @@ impl Inventory {
     }
 }
 
-/// `a × b` for bounds, saturating instead of overflowing.
-fn times(a: impl Into<u64>, b: u64) -> u64 {
-    a.into().saturating_mul(b)
-}
-
 impl Config {
     /// Every queue's bound, the memory estimate and the disk budgets.
     pub fn inventory(&self) -> Inventory {
         let mut queues = Vec::new();
-        let mut add = |name: String, items: Option<u64>, bytes: u64, note: String| {
-            queues.push(QueueBound {
-                name,
-                items,
-                bytes,
-                note,
-            });
-        };
         for (name, source) in &self.sources {
-            let path = join("sources", name);
-            let at = |what: &str| join(&path, what);
-            match &source.kind {
-                SourceKind::Generator(g) => add(
-                    at("batch"),
-                    Some(g.batch_size.get().into()),
-                    times(g.batch_size.get(), g.size.bytes()),
-                    format!(
-                        "the batch being built: batch_size {} × size {}",
-                        g.batch_size, g.size
-                    ),
-                ),
-                SourceKind::File(f) => add(
-                    at("batch"),
-                    Some(f.batch_size.get().into()),
-                    f.batch_bytes.bytes(),
-                    format!(
-                        "lines being batched: batch_size {} lines or batch_bytes {}",
-                        f.batch_size, f.batch_bytes
-                    ),
-                ),
-                SourceKind::Http(h) => add(
-                    at("requests"),
-                    Some(h.max_concurrent_requests.get().into()),
-                    times(h.max_concurrent_requests.get(), h.max_body.bytes()),
-                    format!(
-                        "request bodies in flight: max_concurrent_requests {} × max_body {}",
-                        h.max_concurrent_requests, h.max_body
-                    ),
-                ),
-                SourceKind::Mqtt(m) => {
-                    add(
-                        at("window"),
-                        Some(m.expected_broker_window.get().into()),
-                        times(m.expected_broker_window.get(), m.max_message_bytes.bytes()),
-                        format!(
-                            "QoS 1/2 messages awaiting durability: expected_broker_window {} × max_message_bytes {}; \
-                             the guard disconnects above {} unacked",
-                            m.expected_broker_window,
-                            m.max_message_bytes,
-                            m.guard_limit()
-                        ),
-                    );
-                    add(
-                        at("qos0_queue"),
-                        None,
-                        m.qos0_queue_bytes.bytes(),
-                        "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
-                    );
-                }
-                SourceKind::Nats(n) => add(
-                    at("ack_pending"),
-                    Some(n.max_ack_pending.get().into()),
-                    times(n.max_ack_pending.get(), n.max_message_bytes.bytes()),
-                    format!(
-                        "messages delivered, not yet acked: max_ack_pending {} × max_message_bytes {}",
-                        n.max_ack_pending, n.max_message_bytes
-                    ),
-                ),
-            }
-            add(
-                at("tickets"),
+            let mut bounds = Bounds::new(join("sources", name), &mut queues);
+            source.kind.bounds(&mut bounds);
+            bounds.add(
+                "tickets",
                 Some(source.max_uncommitted_tickets.get().into()),
                 0,
                 "commit tickets of batches not yet durable; their bytes count under wal.channel"
                     .to_owned(),
             );
         }
-        add(
-            "wal.channel".to_owned(),
+        Bounds::new("wal".to_owned(), &mut queues).add(
+            "channel",
             Some(self.wal.channel_batches.get().into()),
             self.wal.max_pending_bytes.bytes(),
             format!(
@@ -158,10 +72,9 @@ impl Config {
             ),
         );
         for (name, sink) in &self.sinks {
-            let path = join("sinks", name);
-            let at = |what: &str| join(&path, what);
-            add(
-                at("channel"),
+            let mut bounds = Bounds::new(join("sinks", name), &mut queues);
+            bounds.add(
+                "channel",
                 Some(sink.channel_batches.get().into()),
                 sink.channel_bytes(),
                 format!(
@@ -169,47 +82,10 @@ impl Config {
                     sink.channel_batches, sink.read_batch_bytes
                 ),
             );
-            match &sink.kind {
-                SinkKind::Parquet(p) => add(
-                    at("encoders"),
-                    Some(p.max_open_files.get().into()),
-                    times(p.max_open_files.get(), p.encoding.row_group_bytes.bytes()),
-                    format!(
-                        "open row groups: max_open_files {} × row_group_bytes {}",
-                        p.max_open_files, p.encoding.row_group_bytes
-                    ),
-                ),
-                SinkKind::ObjectStore(o) => {
-                    let (per_file, what) = match (o.format, &o.parquet) {
-                        (Format::Parquet, Some(encoding)) => {
-                            (encoding.row_group_bytes, "row_group_bytes")
-                        }
-                        _ => (o.part_size, "part_size"),
-                    };
-                    add(
-                        at("encoders"),
-                        Some(o.max_open_files.get().into()),
-                        times(o.max_open_files.get(), per_file.bytes()),
-                        format!(
-                            "objects being encoded: max_open_files {} × {what} {per_file}",
-                            o.max_open_files
-                        ),
-                    );
-                    add(
-                        at("uploads"),
-                        Some(o.upload_concurrency.get().into()),
-                        times(o.upload_concurrency.get(), o.part_size.bytes()),
-                        format!(
-                            "parts uploading: upload_concurrency {} × part_size {}",
-                            o.upload_concurrency, o.part_size
-                        ),
-                    );
-                }
-                SinkKind::File(_) | SinkKind::Http(_) | SinkKind::Blackhole(_) => {}
-            }
+            sink.kind.bounds(&mut bounds);
         }
-        add(
-            "runtime.log_queue".to_owned(),
+        Bounds::new("runtime".to_owned(), &mut queues).add(
+            "log_queue",
             Some(self.runtime.log_queue.get().into()),
             times(
                 self.runtime.log_queue.get(),
@@ -258,19 +134,6 @@ impl Config {
     }
 }
 
-impl std::fmt::Display for QueueBound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let items = self.items.map_or_else(|| "-".to_owned(), |n| n.to_string());
-        write!(
-            f,
-            "{}: {items} items, {} — {}",
-            self.name,
-            format_bytes(self.bytes),
-            self.note
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,13 +171,10 @@ read_batch_bytes = "8 KiB"
 channel_batches = 3
 
 [sinks.store]
-type = "object_store"
+type = "parquet"
 inputs = ["api"]
-url = "s3://bucket/prefix"
-format = "ndjson"
-part_size = "5 MiB"
-upload_concurrency = 2
-max_open_files = 1
+path = "out/lake"
+row_group_bytes = "5 MiB"
 "#;
 
     #[test]
@@ -338,13 +198,11 @@ max_open_files = 1
                 ("wal.channel", Some(4), 64 * KIB),
                 ("sinks.out.channel", Some(3), 3 * 8 * KIB),
                 ("sinks.store.channel", Some(2), 2 * MIB),
-                ("sinks.store.encoders", Some(1), 5 * MIB),
-                ("sinks.store.uploads", Some(2), 2 * 5 * MIB),
+                ("sinks.store.encoder", Some(1), 5 * MIB),
                 ("runtime.log_queue", Some(10), 10 * KIB),
             ]
         );
-        let hand_sum =
-            3 * 16 * KIB + 1000 + 64 * KIB + 24 * KIB + 2 * MIB + 5 * MIB + 10 * MIB + 10 * KIB;
+        let hand_sum = 3 * 16 * KIB + 1000 + 64 * KIB + 24 * KIB + 2 * MIB + 5 * MIB + 10 * KIB;
         assert_eq!(inventory.memory_estimate_bytes, hand_sum);
         assert_eq!(inventory.memory_target_bytes, MIB);
         assert!(inventory.over_target());
@@ -377,9 +235,10 @@ max_open_files = 1
 
     #[test]
     fn huge_bounds_saturate_instead_of_overflowing() {
-        let text = SMALL
-            .replace("max_open_files = 1", "max_open_files = 4294967295")
-            .replace("part_size = \"5 MiB\"", "part_size = \"8 EiB\"");
+        let text = SMALL.replace(
+            "read_batch_bytes = \"8 KiB\"",
+            "read_batch_bytes = \"8 EiB\"",
+        );
         let inventory = Config::from_toml(&text).expect("valid").inventory();
         assert_eq!(inventory.memory_estimate_bytes, u64::MAX);
     }

@@ -20,17 +20,11 @@
 //! worst-case memory estimate; [`Config::hash`] is the configuration's identity.
 
 mod check;
-mod error;
 mod hash;
 mod inventory;
-mod mqtt;
 mod runtime;
-mod sink;
-mod source;
 #[cfg(test)]
 mod tests;
-mod units;
-mod walk;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -38,35 +32,24 @@ use std::path::Path;
 
 use serde::Serialize;
 
-// The typed model's public API: the daemon runtime is built on it next; `weir validate`
-// uses only part of it so far.
-#[allow(
-    unused_imports,
-    reason = "public API of the config model, used by the runtime"
-)]
-pub use self::{
-    error::{ConfigError, ConfigErrors},
-    hash::ConfigHash,
-    inventory::{DiskBudget, Inventory, QueueBound},
-    mqtt::{MqttProtocol, MqttScheme, MqttSource, MqttTopic, MqttUrl, Qos},
-    runtime::{OnFull, QuarantineConfig, RuntimeConfig, WalConfig, WalSync},
-    sink::{
-        BlackholeSink, Compression, FileSink, Format, HttpSink, MaxLag, ObjectStoreSink,
-        ParquetEncoding, ParquetSink, Retry, Rotate, SinkConfig, SinkKind, StartFrom,
-    },
-    source::{FileSource, GeneratorSource, HttpSource, NatsSource, SourceConfig, SourceKind},
-    units::{ByteSize, Duration, format_bytes},
-};
+pub use self::hash::ConfigHash;
+pub use self::inventory::{DiskBudget, Inventory};
+pub use self::runtime::{QuarantineConfig, RuntimeConfig, WalConfig};
+pub use crate::keys::{ByteSize, ConfigError, ConfigErrors, Duration, QueueBound, format_bytes};
+pub use crate::sinks::{SinkConfig, SinkKind};
+pub use crate::sources::{SourceConfig, SourceKind};
 
-use walk::{Diagnostics, Section};
+use crate::keys::error::syntax_error;
+use crate::keys::{Diagnostics, Section};
 
 /// A whole, valid weir configuration with every default filled in.
 ///
 /// # Examples
 ///
-/// ```ignore
-/// // `weir` is a binary crate, so rustdoc does not run this; the same code is the unit
-/// // test `config::tests::types::the_documented_example_holds`.
+/// ```
+/// use weir::config::{ByteSize, Config};
+/// use weir_wal::OnFull;
+///
 /// let config = Config::from_toml(r#"
 ///     [runtime]
 ///     data_dir = "./weir-data"
@@ -83,6 +66,7 @@ use walk::{Diagnostics, Section};
 /// "#)?;
 /// assert_eq!(config.wal.on_full, OnFull::Block);
 /// assert_eq!(config.wal.max_pending_bytes, ByteSize::mib(8));
+/// # Ok::<(), weir::config::ConfigErrors>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
@@ -127,7 +111,7 @@ impl Config {
     pub fn from_toml(text: &str) -> Result<Self, ConfigErrors> {
         let table: toml::Table = text
             .parse()
-            .map_err(|e| ConfigErrors::new(vec![error::syntax_error(text, &e)]))?;
+            .map_err(|e| ConfigErrors::new(vec![syntax_error(text, &e)]))?;
         let diag = Diagnostics::default();
         let config = Self::walk(&table, &diag);
         let mut errors = diag.into_errors();

@@ -5,9 +5,10 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use serde::Serialize;
+use weir_wal::{OnFull, SyncMode};
 
-use super::units::{ByteSize, Duration, serialize_std_duration, string_enum};
-use super::walk::Section;
+use crate::keys::units::{serialize_std_duration, string_enum};
+use crate::keys::{ByteSize, Duration, Section};
 
 /// `[runtime]`: where weir keeps its data, how much memory it may plan for, where it
 /// reports.
@@ -73,43 +74,15 @@ impl RuntimeConfig {
     }
 }
 
-/// What the WAL does when its disk budget is full. There is no default: this is the one
-/// place weir may lose acknowledged data.
+/// The `sync` key's value before `sync_interval` is attached to make a
+/// [`weir_wal::SyncMode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnFull {
-    /// Appends wait for retention to free space: backpressure reaches the sources.
-    Block,
-    /// Appends fail at once: sources refuse new data (HTTP 503, MQTT acks withheld).
-    Reject,
-    /// Whole oldest segments are evicted; each sink that had not read them sees a
-    /// counted gap.
-    DropOldest,
-}
-
-string_enum!(OnFull { "block" => Block, "reject" => Reject, "drop_oldest" => DropOldest });
-
-/// When the WAL fsyncs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
-pub enum WalSync {
-    /// Every append batch is fsynced before it completes (group commit).
-    Always,
-    /// Appends complete once written; an fsync runs every interval. A crash can lose up
-    /// to one interval of acknowledged records.
-    Interval {
-        /// Time between fsyncs.
-        every: Duration,
-    },
-}
-
-/// The `sync` key's value before `sync_interval` is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SyncMode {
+enum SyncKey {
     Always,
     Interval,
 }
 
-string_enum!(SyncMode { "always" => Always, "interval" => Interval });
+string_enum!(SyncKey { "always" => Always, "interval" => Interval });
 
 /// `[wal]`: the write-ahead log every source writes to and every sink reads from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -118,7 +91,7 @@ pub struct WalConfig {
     pub dir: PathBuf,
     /// Disk budget of all segments together. Required.
     pub max_disk: ByteSize,
-    /// What happens at `max_disk`. Required, no default.
+    /// What happens at `max_disk` (weir-wal's own enum). Required, no default.
     pub on_full: OnFull,
     /// Size at which a segment is closed and a new one started. Default 64 MiB, and at
     /// most half of `max_disk` (eviction and retention work in whole segments).
@@ -126,8 +99,9 @@ pub struct WalConfig {
     /// Bytes of source batches admitted but not yet durable (the byte semaphore of the
     /// source → WAL channel). Default 8 MiB.
     pub max_pending_bytes: ByteSize,
-    /// Durability mode. Default `always`.
-    pub sync: WalSync,
+    /// Durability mode (weir-wal's own enum). Default `always`; `interval` with
+    /// `sync_interval` (default 100 ms).
+    pub sync: SyncMode,
     /// Batches the source → WAL channel holds. Default 256.
     pub channel_batches: NonZeroU32,
 }
@@ -151,7 +125,7 @@ impl WalConfig {
         );
         let segment_bytes = s.or("segment_bytes", Self::DEFAULT_SEGMENT_BYTES);
         let max_pending_bytes = s.or("max_pending_bytes", ByteSize::mib(8));
-        let mode = s.or("sync", SyncMode::Always);
+        let mode = s.or("sync", SyncKey::Always);
         let interval = s.opt::<Duration>("sync_interval");
         let channel_batches = s.or(
             "channel_batches",
@@ -159,17 +133,17 @@ impl WalConfig {
         );
 
         let sync = match (mode, interval) {
-            (SyncMode::Always, None) => WalSync::Always,
-            (SyncMode::Always, Some(_)) => {
+            (SyncKey::Always, None) => SyncMode::Always,
+            (SyncKey::Always, Some(_)) => {
                 s.error(
                     "sync_interval",
                     "only applies with sync = \"interval\"; remove it or set sync = \"interval\"",
                 );
-                WalSync::Always
+                SyncMode::Always
             }
-            (SyncMode::Interval, every) => WalSync::Interval {
-                every: every.unwrap_or(Duration::millis(100)),
-            },
+            (SyncKey::Interval, every) => {
+                SyncMode::Interval(every.unwrap_or(Duration::millis(100)).get())
+            }
         };
         if let Some(max_disk) = max_disk
             && segment_bytes.bytes() > max_disk.bytes() / 2

@@ -11,7 +11,6 @@ mod wire;
 use std::sync::Arc;
 
 pub use self::ndjson::EncodeError;
-#[allow(unused_imports, reason = "the record format's public API")]
 pub use self::wire::{DecodeError, WIRE_VERSION, encode_parts, peek_source};
 
 /// One record: what a source read, on its way through the WAL to the sinks.
@@ -22,9 +21,9 @@ pub use self::wire::{DecodeError, WIRE_VERSION, encode_parts, peek_source};
 ///
 /// # Examples
 ///
-/// ```ignore
-/// // `weir` is a binary crate, so rustdoc does not run this; the same code is the unit
-/// // test `record::wire::tests::round_trip_example`.
+/// ```
+/// use weir::record::Record;
+///
 /// let record = Record {
 ///     source: "gen".into(),
 ///     key: "k1".into(),
@@ -38,7 +37,8 @@ pub use self::wire::{DecodeError, WIRE_VERSION, encode_parts, peek_source};
 ///
 /// let mut line = Vec::new();
 /// record.write_ndjson(&mut line)?;
-/// assert_eq!(line, br#"{"source":"gen","key":"k1","ts":1700000000000,"payload":{"t":21.5},"attributes":{"unit":"C"}}"#.to_vec());
+/// assert_eq!(line, br#"{"source":"gen","key":"k1","ts":1700000000000,"payload":{"t":21.5},"attributes":{"unit":"C"}}"#.iter().chain(b"\n").copied().collect::<Vec<u8>>());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {

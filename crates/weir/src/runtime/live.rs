@@ -5,8 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::stats::get;
 use super::status::Registry;
+use crate::pipeline::stats::get;
 
 /// Totals the line is computed from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //!
 //! | edge | bound | answer when full |
 //! |---|---|---|
-//! | a source's batches on their way to durability | `max_uncommitted_tickets` (64) per source | the source waits ([`ingest`]) |
+//! | a source's batches on their way to durability | `max_uncommitted_tickets` (64) per source | the source waits ([`ingest`](crate::pipeline::ingest)) |
 //! | source → WAL channel | `wal.channel_batches` (256) batches and `wal.max_pending_bytes` (8 MiB) | the source waits; HTTP answers 503 after `admission_timeout` |
 //! | WAL disk | `wal.max_disk` | `wal.on_full`: block, reject, drop_oldest |
 //! | WAL → sink driver | `channel_batches` (2) batches of at most `read_batch_records` / `read_batch_bytes` | the reader waits: the sink's cursor lags |
@@ -33,38 +33,39 @@
 //! [`Telemetry`], served on `runtime.status_addr` (see [`status`]). Records a sink
 //! cannot encode go to the [`Quarantine`] with the reason.
 //!
-//! # Not supported yet
+//! # Steps
 //!
-//! MQTT and NATS sources, object-store and HTTP sinks: `weir run` refuses them at
-//! startup with an error naming the key.
+//! [`run`] is five steps, each its own function: [`check`] (everything that can fail
+//! before anything is created: credential variables, CA files, listen addresses),
+//! [`open`] (the WAL, the quarantine, each sink's directory), [`start`] (sink drivers,
+//! sources, status), [`wait`] (for SIGTERM or SIGINT) and [`drain`] (stop the sources,
+//! drain the sinks within `runtime.shutdown_timeout`, close the WAL).
 
-pub mod driver;
-pub mod ingest;
 pub mod live;
-pub mod stats;
 pub mod status;
 pub mod wal;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use weir_flow::semaphore::{DualSemaphore, DualSemaphoreConfig};
-use weir_wal::{ReadLimits, Wal};
+use weir_wal::{OpenReport, ReadLimits, Wal};
 
-use crate::config::{Config, SourceKind};
+use crate::config::Config;
 use crate::logging::LogHandle;
+use crate::pipeline::driver::{self, DriverConfig, Phase};
+use crate::pipeline::{Ingest, SinkStats, SourceStats};
 use crate::quarantine::Quarantine;
-use crate::sinks::Sink;
-use crate::sinks::parquet::FooterMetadata;
-use crate::sources;
-use crate::telemetry::{ComponentKind, State, Telemetry};
+use crate::sinks::{Sink, SinkContext};
+use crate::sources::{self, SourceContext};
+use crate::telemetry::{Component, ComponentKind, State, Telemetry};
 
-use self::driver::{DriverConfig, Outcome, Phase};
-use self::ingest::Ingest;
-use self::stats::{Detail, SinkStats, SourceStats};
 use self::status::{Registry, SinkEntry};
 
 /// How long, after the drain deadline, drivers get to commit what they stored.
@@ -76,8 +77,10 @@ const REFLECT_EVERY: Duration = Duration::from_millis(100);
 ///
 /// # Errors
 ///
-/// Startup failures (the WAL cannot be opened, a sink directory cannot be created, an
-/// address cannot be bound, a token variable is missing), each naming what to fix.
+/// Startup failures (a token variable is missing, an address cannot be bound, the WAL
+/// cannot be opened, a sink directory cannot be created), each naming what to fix.
+/// Every check that needs no file is made before the WAL is opened or a directory
+/// is created.
 ///
 /// # Cancel safety
 ///
@@ -86,8 +89,71 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     let started = Instant::now();
     // Installed first, so that a signal during startup is not lost.
     let mut signals = Signals::new().context("installing the SIGTERM/SIGINT handlers")?;
+    let checked = check(&config).await?;
+    let opened = open(&config, log.as_ref()).await?;
+    let running = start(&config, checked, opened);
+    tracing::info!(
+        "running ({} sources, {} sinks); status on http://{}/status; started in {:?}",
+        config.sources.len(),
+        config.sinks.len(),
+        config.runtime.status_addr,
+        started.elapsed()
+    );
+    wait(&mut signals, running.live.is_some()).await;
+    drain(&config, running).await;
+    Ok(())
+}
+
+/// What [`check`] found: each source's startup check and the bound status listener.
+pub struct Checked {
+    sources: BTreeMap<String, sources::Checked>,
+    status_listener: TcpListener,
+}
+
+/// Step 1: everything that can fail before anything is created. Each source checks
+/// its own (credential variables, CA files, its listen address), then the status
+/// address is bound. No directory or file is created.
+///
+/// # Errors
+///
+/// The first failure, naming its key.
+pub async fn check(config: &Config) -> anyhow::Result<Checked> {
+    let mut sources = BTreeMap::new();
+    for (name, source) in &config.sources {
+        sources.insert(name.clone(), source.kind.check(name).await?);
+    }
+    let status_listener = TcpListener::bind(config.runtime.status_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "runtime.status_addr: binding {}",
+                config.runtime.status_addr
+            )
+        })?;
+    Ok(Checked {
+        sources,
+        status_listener,
+    })
+}
+
+/// What [`open`] opened.
+pub struct Opened {
+    telemetry: Telemetry,
+    wal: Wal,
+    wal_component: Component,
+    report: OpenReport,
+    quarantine: Quarantine,
+    sinks: Vec<(String, Sink)>,
+}
+
+/// Step 2: the WAL (recovering it), the quarantine and each sink (its directory).
+///
+/// # Errors
+///
+/// What could not be opened, naming its key.
+pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Opened> {
     let telemetry = Telemetry::new(config.hash().to_string());
-    if let Some(log) = &log {
+    if let Some(log) = log {
         log.register_metrics(
             &telemetry,
             u64::from(config.runtime.log_queue.get()),
@@ -95,7 +161,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         );
     }
     let wal_component = telemetry.component(ComponentKind::Wal, "wal");
-    let wal_config = wal::wal_config(&config).context("wal")?;
+    let wal_config = wal::wal_config(config).context("wal")?;
     let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(wal_config))
         .await?
         .context("opening the WAL (wal.dir)")?;
@@ -109,66 +175,69 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         report.truncated_records,
         report.quarantined.len(),
     );
-    let channel = DualSemaphore::new(DualSemaphoreConfig::new(
-        u64::from(config.wal.channel_batches.get()),
-        config.wal.max_pending_bytes.bytes(),
-    ));
     let quarantine = Quarantine::new(&config.quarantine.dir, config.quarantine.max_disk.bytes())
         .context("quarantine.dir")?
         .with_telemetry(&telemetry);
-
-    // Everything that can fail at startup, before anything runs.
-    let footer = FooterMetadata::from_config(&config);
+    let cx = SinkContext {
+        config_hash: format!("sha256:{}", config.hash().hex()),
+        on_full: config.wal.on_full,
+    };
     let mut sinks = Vec::new();
     for (name, sink_config) in &config.sinks {
-        let (n, c, f) = (name.clone(), sink_config.clone(), footer.clone());
-        let sink = tokio::task::spawn_blocking(move || Sink::open(&n, &c, &f))
+        let (n, kind, cx) = (name.clone(), sink_config.kind.clone(), cx.clone());
+        let sink = tokio::task::spawn_blocking(move || kind.open(&n, &cx))
             .await?
             .with_context(|| format!("sinks.{name}"))?;
-        sinks.push((name.clone(), sink_config.clone(), sink));
+        sinks.push((name.clone(), sink));
     }
-    let mut http_listeners = std::collections::BTreeMap::new();
-    for (name, source) in &config.sources {
-        match &source.kind {
-            SourceKind::Http(http) => {
-                let token = sources::http::token(name, http).map_err(anyhow::Error::msg)?;
-                let listener = tokio::net::TcpListener::bind(http.listen)
-                    .await
-                    .with_context(|| format!("sources.{name}.listen: binding {}", http.listen))?;
-                http_listeners.insert(name.clone(), (listener, token));
-            }
-            SourceKind::Mqtt(mqtt) => {
-                // Unset credential variables and a bad ca_file fail here, before anything
-                // runs.
-                sources::mqtt::client::build(mqtt)
-                    .map_err(|e| anyhow::anyhow!("sources.{name}.{e}"))?;
-            }
-            SourceKind::Generator(_) | SourceKind::File(_) => {}
-            SourceKind::Nats(_) => anyhow::bail!(
-                "sources.{name}.type: NATS sources are not supported by `weir run` in this build"
-            ),
-        }
-    }
-    let status_listener = tokio::net::TcpListener::bind(config.runtime.status_addr)
-        .await
-        .with_context(|| {
-            format!(
-                "runtime.status_addr: binding {}",
-                config.runtime.status_addr
-            )
-        })?;
+    Ok(Opened {
+        telemetry,
+        wal,
+        wal_component,
+        report,
+        quarantine,
+        sinks,
+    })
+}
+
+/// What [`start`] started.
+pub struct Running {
+    wal: Wal,
+    wal_component: Component,
+    quarantine: Quarantine,
+    registry: Arc<Registry>,
+    stop_tx: watch::Sender<bool>,
+    phase_tx: watch::Sender<Phase>,
+    sources: JoinSet<()>,
+    drivers: JoinSet<()>,
+    reflect: JoinHandle<()>,
+    status_server: JoinHandle<std::io::Result<()>>,
+    live: Option<JoinHandle<()>>,
+}
+
+/// Step 3: one driver per sink, then the sources, then `/status`.
+pub fn start(config: &Config, checked: Checked, opened: Opened) -> Running {
+    let Opened {
+        telemetry,
+        wal,
+        wal_component,
+        report,
+        quarantine,
+        sinks,
+    } = opened;
 
     // Sinks: one driver each, run again from the committed cursor after a rewind.
     let (phase_tx, phase_rx) = watch::channel(Phase::Run);
     let mut drivers = JoinSet::new();
     let mut sink_entries = Vec::new();
-    for (name, sink_config, sink) in sinks {
+    for (name, sink) in sinks {
+        let sink_config = &config.sinks[&name];
         let stats = Arc::new(SinkStats::new(
             telemetry.component(ComponentKind::Sink, &name),
         ));
         sink_entries.push(SinkEntry {
             name: name.clone(),
-            kind: sink.kind(),
+            kind: sink.type_name(),
             stats: Arc::clone(&stats),
             channel_batches: u64::from(sink_config.channel_batches.get()),
             channel_bytes: sink_config.channel_bytes(),
@@ -184,7 +253,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
             retry_initial: sink_config.retry.initial.get(),
             retry_max: sink_config.retry.max.get(),
         };
-        drivers.spawn(drive_sink(
+        drivers.spawn(driver::drive(
             driver_config,
             wal.clone(),
             sink,
@@ -195,11 +264,22 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     }
 
     // Sources.
+    let channel = DualSemaphore::new(DualSemaphoreConfig::new(
+        u64::from(config.wal.channel_batches.get()),
+        config.wal.max_pending_bytes.bytes(),
+    ));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut source_tasks = JoinSet::new();
     let mut source_entries = Vec::new();
-    let reserved = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reserved = Arc::new(AtomicU64::new(0));
+    let Checked {
+        sources: mut source_checks,
+        status_listener,
+    } = checked;
     for (name, source) in &config.sources {
+        let Some(source_check) = source_checks.remove(name) else {
+            continue;
+        };
         let component = telemetry.component(ComponentKind::Source, name);
         component.set_state(State::Running);
         let stats = Arc::new(SourceStats::new(component));
@@ -210,62 +290,16 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
             source.max_uncommitted_tickets.get(),
             Arc::clone(&stats),
         );
-        let name_arc: Arc<str> = Arc::from(name.as_str());
-        let stop = stop_rx.clone();
-        let kind = match &source.kind {
-            SourceKind::Generator(g) => {
-                source_tasks.spawn(sources::generator::run(name_arc, g.clone(), ingest, stop));
-                "generator"
-            }
-            SourceKind::File(f) => {
-                let data_dir = config.runtime.data_dir.clone();
-                source_tasks.spawn(sources::file::run(
-                    name_arc,
-                    f.clone(),
-                    data_dir,
-                    ingest,
-                    stop,
-                ));
-                "file"
-            }
-            SourceKind::Http(h) => {
-                let Some((listener, token)) = http_listeners.remove(name) else {
-                    continue;
-                };
-                let h = h.clone();
-                source_tasks.spawn(async move {
-                    let stats = Arc::clone(ingest.stats_arc());
-                    if let Err(e) =
-                        sources::http::run(name_arc.clone(), h, token, listener, ingest, stop).await
-                    {
-                        tracing::error!("source {name_arc}: serving failed: {e}");
-                        stats.component.set_state(State::Failed(e.to_string()));
-                    } else {
-                        stats.component.set_state(State::Stopped);
-                    }
-                });
-                "http"
-            }
-            SourceKind::Mqtt(m) => {
-                let shared = sources::mqtt::Shared::new(&name_arc, m);
-                sources::mqtt::register(name, &shared, &telemetry);
-                let detail = Arc::clone(&shared);
-                let _ = stats.detail.set(Detail(Arc::new(move || {
-                    serde_json::to_value(detail.status()).unwrap_or_default()
-                })));
-                source_tasks.spawn(sources::mqtt::run(
-                    name_arc,
-                    (**m).clone(),
-                    ingest,
-                    quarantine.clone(),
-                    shared,
-                    stop,
-                ));
-                "mqtt"
-            }
-            SourceKind::Nats(_) => continue,
+        let cx = SourceContext {
+            name: Arc::from(name.as_str()),
+            ingest,
+            stop: stop_rx.clone(),
+            quarantine: quarantine.clone(),
+            telemetry: telemetry.clone(),
+            data_dir: config.runtime.data_dir.clone(),
         };
-        source_entries.push((name.clone(), kind, stats));
+        source.kind.start(source_check, cx, &mut source_tasks);
+        source_entries.push((name.clone(), source.kind.type_name(), stats));
     }
 
     // Status.
@@ -303,30 +337,58 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         let telemetry = telemetry.clone();
         let mut stop = stop_rx.clone();
         async move {
-            let shutdown = async move { sources::stopped(&mut stop).await };
+            let shutdown = async move { crate::pipeline::stopped(&mut stop).await };
             telemetry.serve(status_listener, shutdown).await
         }
     });
     let live = live::spawn_if_terminal(Arc::clone(&registry));
-    tracing::info!(
-        "running ({} sources, {} sinks); status on http://{}/status; started in {:?}",
-        config.sources.len(),
-        config.sinks.len(),
-        config.runtime.status_addr,
-        started.elapsed()
-    );
+    Running {
+        wal,
+        wal_component,
+        quarantine,
+        registry,
+        stop_tx,
+        phase_tx,
+        sources: source_tasks,
+        drivers,
+        reflect,
+        status_server,
+        live,
+    }
+}
 
-    // Shutdown.
+/// Step 4: waits for SIGTERM or SIGINT; a second signal then exits at once (130).
+pub async fn wait(signals: &mut Signals, live_line: bool) {
     let signal = signals.next().await;
-    if live.is_some() {
+    if live_line {
         eprintln!();
     }
     tracing::info!("{signal}: shutting down (a second signal exits at once)");
+    let mut rest = std::mem::replace(signals, Signals::closed());
     tokio::spawn(async move {
-        signals.next().await;
+        rest.next().await;
         tracing::warn!("second signal: exiting now");
         std::process::exit(130);
     });
+}
+
+/// Step 5: stops the sources (their in-flight batches become durable or are refused),
+/// drains every sink up to the WAL's durable end within `runtime.shutdown_timeout`,
+/// commits their cursors and closes the WAL.
+pub async fn drain(config: &Config, running: Running) {
+    let Running {
+        wal,
+        wal_component,
+        quarantine,
+        registry,
+        stop_tx,
+        phase_tx,
+        sources: mut source_tasks,
+        mut drivers,
+        reflect,
+        status_server,
+        live,
+    } = running;
     let deadline = tokio::time::Instant::now() + config.runtime.shutdown_timeout;
     let _ = stop_tx.send(true);
     if tokio::time::timeout_at(deadline, async {
@@ -364,76 +426,50 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         live.abort();
     }
     reflect.abort();
-    if let Err(e) = quarantine.sync() {
-        tracing::warn!("quarantine: final sync failed: {e}");
+    let q = quarantine.clone();
+    match tokio::task::spawn_blocking(move || q.sync()).await {
+        Ok(Err(e)) => tracing::warn!("quarantine: final sync failed: {e}"),
+        Err(e) => tracing::warn!("quarantine: final sync did not run: {e}"),
+        Ok(Ok(())) => {}
     }
     let _ = status_server.await;
     drop(registry);
     wal.close().await;
     wal_component.set_state(State::Stopped);
     tracing::info!("stopped");
-    Ok(())
-}
-
-/// Runs a sink's driver; after a rewind, waits the retry delay and runs it again with
-/// a new reader (which starts at the committed cursor).
-async fn drive_sink(
-    config: DriverConfig,
-    wal: Wal,
-    mut sink: Sink,
-    stats: Arc<SinkStats>,
-    phase: watch::Receiver<Phase>,
-    quarantine: Quarantine,
-) {
-    let mut delay = config.retry_initial;
-    loop {
-        let reader = match wal.reader(&config.name) {
-            Ok(reader) => reader,
-            Err(e) => {
-                // Declared at startup from the same configuration: cannot happen.
-                tracing::error!("sink {}: {e}", config.name);
-                stats.component.set_state(State::Failed(e.to_string()));
-                return;
-            }
-        };
-        let (returned, outcome) = driver::run(
-            config.clone(),
-            reader,
-            sink,
-            Arc::clone(&stats),
-            phase.clone(),
-            quarantine.clone(),
-        )
-        .await;
-        sink = returned;
-        if outcome == Outcome::Finished || *phase.borrow() != Phase::Run {
-            return;
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(config.retry_max);
-    }
 }
 
 /// SIGTERM and SIGINT, installed once.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
+pub struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
     fn new() -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
+            term: Some(signal(SignalKind::terminate())?),
+            int: Some(signal(SignalKind::interrupt())?),
         })
+    }
+
+    /// Handlers already moved elsewhere: `next` never resolves.
+    fn closed() -> Self {
+        Signals {
+            term: None,
+            int: None,
+        }
     }
 
     /// The next signal's name.
     async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
+        match (&mut self.term, &mut self.int) {
+            (Some(term), Some(int)) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            },
+            _ => std::future::pending().await,
         }
     }
 }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use weir_flow::semaphore::DualSemaphore;
 use weir_wal::Wal;
 
-use super::stats::{SinkStats, SourceStats, get};
+use crate::pipeline::stats::{SinkStats, SourceStats, get};
 use crate::telemetry::Telemetry;
 
 /// Everything the runtime reports on.

@@ -1,8 +1,9 @@
 //! The WAL as the configuration describes it: one cursor per sink.
 
-use weir_wal::{CursorConfig, MaxLag, StartFrom, SyncMode, WalConfig};
+use weir_wal::{CursorConfig, MaxLag, WalConfig};
 
-use crate::config::{self, Config, OnFull, WalSync};
+use crate::config::Config;
+use crate::sinks::SinkConfig;
 
 /// The WAL configuration for `config`: its `[wal]` section and one cursor per sink,
 /// named after the sink, with the sink's `required`, `max_lag` and `start_from`.
@@ -15,34 +16,24 @@ pub fn wal_config(config: &Config) -> Result<WalConfig, weir_wal::ConfigError> {
     let wal = &config.wal;
     let mut builder = WalConfig::builder(&wal.dir)
         .max_disk(wal.max_disk.bytes())
-        .on_full(match wal.on_full {
-            OnFull::Block => weir_wal::OnFull::Block,
-            OnFull::Reject => weir_wal::OnFull::Reject,
-            OnFull::DropOldest => weir_wal::OnFull::DropOldest,
-        })
+        .on_full(wal.on_full)
         .segment_bytes(wal.segment_bytes.bytes())
         .max_pending_bytes(wal.max_pending_bytes.bytes())
-        .sync(match wal.sync {
-            WalSync::Always => SyncMode::Always,
-            WalSync::Interval { every } => SyncMode::Interval(every.get()),
-        });
+        .sync(wal.sync);
     for (name, sink) in &config.sinks {
         builder = builder.cursor(name, cursor(sink));
     }
     builder.build()
 }
 
-fn cursor(sink: &config::SinkConfig) -> CursorConfig {
+fn cursor(sink: &SinkConfig) -> CursorConfig {
     CursorConfig {
         required: sink.required,
         max_lag: MaxLag {
             bytes: sink.max_lag.and_then(|l| l.bytes).map(|b| b.bytes()),
             age: sink.max_lag.and_then(|l| l.age).map(|d| d.get()),
         },
-        start_from: match sink.start_from {
-            config::StartFrom::Earliest => StartFrom::Earliest,
-            config::StartFrom::Latest => StartFrom::Latest,
-        },
+        start_from: sink.start_from,
     }
 }
 
@@ -84,6 +75,6 @@ mod tests {
         assert_eq!(a.max_lag.bytes, Some(8 << 20));
         let b = cursor(&config.sinks["b"]);
         assert!(!b.required);
-        assert_eq!(b.start_from, StartFrom::Latest);
+        assert_eq!(b.start_from, weir_wal::StartFrom::Latest);
     }
 }

@@ -1,10 +1,11 @@
 //! Sources: where records come from. Each writes into the WAL through an
-//! [`Ingest`](crate::runtime::ingest::Ingest) handle and acknowledges (or answers) only
-//! after the WAL reports its batch durable.
+//! [`Ingest`](crate::pipeline::Ingest) handle and acknowledges (or answers) only after
+//! the WAL reports its batch durable.
 //!
-//! One folder per source, with the same file names: `mod.rs` (the async shell: the
-//! task that runs the source) and `core.rs` (its sans-IO logic, tested without a
-//! runtime).
+//! One folder per source type, with the same file names: `config.rs` (its keys, checks
+//! and bounds: [`SourceKeys`]), `core.rs` (its sans-IO policy, tested without a
+//! runtime), `shell.rs` (its tokio task: [`StartSource`]) and `mod.rs` (docs and
+//! re-exports). Adding a source is one folder and one line in the registry below.
 //!
 //! | source | under backpressure |
 //! |---|---|
@@ -12,19 +13,158 @@
 //! | [`file`] | waits for admission; remembers its byte position after each durable batch |
 //! | [`http`] | answers 503 + `Retry-After` when admission fails within `admission_timeout` |
 //! | [`mqtt`] | withholds QoS 1/2 acks (the broker stops at its window); QoS 0 drops the newest, counted |
+//! | [`nats`] | not built yet: its keys are checked, then the type is refused |
 
+mod component;
 pub mod file;
 pub mod generator;
 pub mod http;
 pub mod mqtt;
+pub mod nats;
 
-use tokio::sync::watch;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
 
-/// Resolves once `stop` turns true (or its sender is gone).
-///
-/// # Cancel safety
-///
-/// Cancel-safe: it only waits.
-pub async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+pub use self::component::{SourceContext, SourceKeys, StartSource};
+use crate::keys::{Bounds, Section, read_type};
+
+/// Declares the source types `weir run` drives: the [`SourceKind`] enum of their
+/// configurations, the [`Checked`] enum of their startup checks, and the dispatch.
+macro_rules! registry {
+    ($($variant:ident => $config:ty),+ $(,)?) => {
+        /// A source type with its own keys.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        #[allow(clippy::large_enum_variant, reason = "built once per configured source")]
+        pub enum SourceKind {
+            $(
+                #[doc = concat!("`type = \"", stringify!($variant), "\"`.")]
+                $variant($config),
+            )+
+        }
+
+        /// What a source's startup check produced, for its start.
+        pub enum Checked {
+            $(
+                #[doc = concat!("Of a [`SourceKind::", stringify!($variant), "`].")]
+                $variant(<$config as StartSource>::Checked),
+            )+
+        }
+
+        /// The `type` values of the sources `weir run` drives.
+        pub const TYPES: &[&str] = &[$(<$config as SourceKeys>::TYPE),+];
+
+        impl SourceKind {
+            fn parse(type_name: &str, s: &mut Section<'_>, name: &str) -> Option<Self> {
+                $(
+                    if type_name == <$config as SourceKeys>::TYPE {
+                        return <$config as SourceKeys>::parse(s, name).map(SourceKind::$variant);
+                    }
+                )+
+                None
+            }
+
+            /// The `type` value.
+            pub fn type_name(&self) -> &'static str {
+                match self { $(SourceKind::$variant(_) => <$config as SourceKeys>::TYPE,)+ }
+            }
+
+            /// Its buffers and their bounds.
+            pub fn bounds(&self, bounds: &mut Bounds<'_>) {
+                match self { $(SourceKind::$variant(c) => c.bounds(bounds),)+ }
+            }
+
+            /// The largest unit it hands the WAL whole, and the keys that set it.
+            pub fn max_batch_bytes(&self) -> (u64, &'static str) {
+                match self { $(SourceKind::$variant(c) => c.max_batch_bytes(),)+ }
+            }
+
+            /// The address it listens on, and the key, if it listens.
+            pub fn listen(&self) -> Option<(&'static str, SocketAddr)> {
+                match self { $(SourceKind::$variant(c) => c.listen(),)+ }
+            }
+
+            /// Things allowed but probably not meant.
+            pub fn warnings(&self, path: &str, out: &mut Vec<String>) {
+                match self { $(SourceKind::$variant(c) => c.warnings(path, out),)+ }
+            }
+
+            /// The startup check ([`StartSource::check`]).
+            ///
+            /// # Errors
+            ///
+            /// What is wrong, naming the key after `sources.NAME.`.
+            pub async fn check(&self, name: &str) -> anyhow::Result<Checked> {
+                Ok(match self { $(SourceKind::$variant(c) => Checked::$variant(c.check(name).await?),)+ })
+            }
+
+            /// Spawns the source's task into `tasks`; `checked` is what [`Self::check`]
+            /// returned for this same source.
+            pub fn start(&self, checked: Checked, cx: SourceContext, tasks: &mut JoinSet<()>) {
+                match (self, checked) {
+                    $((SourceKind::$variant(c), Checked::$variant(checked)) => {
+                        tasks.spawn(c.clone().start(checked, cx));
+                    })+
+                    #[allow(unreachable_patterns, reason = "with one source type every pair matches")]
+                    _ => unreachable!("a source is started with its own check"),
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    Generator => generator::GeneratorConfig,
+    File => file::FileSourceConfig,
+    Http => http::HttpSourceConfig,
+    Mqtt => mqtt::MqttConfig,
+}
+
+/// Reads the keys of a source type that is not built yet; whether they were valid.
+type ParseKeys = fn(&mut Section<'_>, &str) -> bool;
+
+/// Source types whose keys are known but that this build does not drive yet: their
+/// keys are checked (so the rest of the file is), then the type is refused.
+const NOT_BUILT: &[(&str, ParseKeys)] =
+    &[("nats", |s, name| nats::NatsConfig::parse(s, name).is_some())];
+
+/// One configured source: the keys every source has, and its type's own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceConfig {
+    /// Batches appended to the WAL but not yet durable (commit tickets this source may
+    /// hold). Default 64.
+    pub max_uncommitted_tickets: NonZeroU32,
+    /// The source type and its own keys.
+    #[serde(flatten)]
+    pub kind: SourceKind,
+}
+
+impl SourceConfig {
+    /// Default `max_uncommitted_tickets`.
+    pub const DEFAULT_MAX_UNCOMMITTED_TICKETS: NonZeroU32 = NonZeroU32::new(64).expect("64 > 0");
+
+    /// Reads one source; `name` is its key under `[sources]`. Unknown keys are
+    /// reported only when the type is known (otherwise every key would look unknown).
+    pub fn parse(mut s: Section<'_>, name: &str) -> Option<Self> {
+        let type_name = read_type(&mut s, TYPES, NOT_BUILT.iter().map(|(t, _)| *t), "source");
+        let max_uncommitted_tickets = s.or(
+            "max_uncommitted_tickets",
+            Self::DEFAULT_MAX_UNCOMMITTED_TICKETS,
+        );
+        let type_name = type_name?;
+        if let Some((_, parse)) = NOT_BUILT.iter().find(|(t, _)| *t == type_name) {
+            parse(&mut s, name);
+            s.finish();
+            return None;
+        }
+        let kind = SourceKind::parse(type_name, &mut s, name);
+        s.finish();
+        Some(Self {
+            max_uncommitted_tickets,
+            kind: kind?,
+        })
+    }
 }

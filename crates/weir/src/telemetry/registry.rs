@@ -81,9 +81,9 @@ struct Inner {
 ///
 /// # Examples
 ///
-/// ```ignore
-/// // `weir` is a binary crate, so rustdoc does not run this; the same steps are the
-/// // unit test `telemetry::tests::the_documented_example_holds`.
+/// ```
+/// use weir::telemetry::{ComponentKind, State, Telemetry};
+///
 /// let telemetry = Telemetry::new("sha256:abc".into());
 /// let source = telemetry.component(ComponentKind::Source, "gen");
 /// source.set_state(State::Backpressured);

@@ -83,7 +83,7 @@ proptest! {
     #[test]
     fn sizes_parse_exactly_or_refuse(n in 1u64..(1 << 40), unit in 0usize..7) {
         let (name, factor) = [("B", 1u64), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000)][unit];
-        let parsed = <ByteSize as units::FromValue>::from_value(&toml::Value::String(format!("{n} {name}")));
+        let parsed = <ByteSize as crate::keys::units::FromValue>::from_value(&toml::Value::String(format!("{n} {name}")));
         match n.checked_mul(factor) {
             Some(bytes) => prop_assert_eq!(parsed.map(ByteSize::bytes), Ok(bytes)),
             None => prop_assert!(parsed.is_err()),
@@ -93,7 +93,7 @@ proptest! {
     #[test]
     fn durations_round_trip_through_their_display(ms in 1u64..(1 << 40)) {
         let duration = Duration::new(std::time::Duration::from_millis(ms)).expect("positive");
-        let reparsed = <Duration as units::FromValue>::from_value(&toml::Value::String(duration.to_string()));
+        let reparsed = <Duration as crate::keys::units::FromValue>::from_value(&toml::Value::String(duration.to_string()));
         prop_assert_eq!(reparsed, Ok(duration));
     }
 }

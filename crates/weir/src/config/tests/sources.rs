@@ -1,9 +1,10 @@
 //! Source-specific keys: MQTT subscriptions and sessions, HTTP, NATS, file.
 
 use super::*;
+use crate::sources::mqtt::{MqttConfig, Qos};
 
 /// A whole configuration around one MQTT source with `keys`.
-fn source(keys: &str) -> Result<MqttSource, Vec<String>> {
+fn source(keys: &str) -> Result<MqttConfig, Vec<String>> {
     let text = format!(
         "[runtime]\ndata_dir = \"d\"\n[wal]\nmax_disk = \"1 GiB\"\non_full = \"block\"\n\
          [sources.m]\ntype = \"mqtt\"\nurl = \"mqtt://127.0.0.1:18830\"\n{keys}\n\
@@ -11,7 +12,7 @@ fn source(keys: &str) -> Result<MqttSource, Vec<String>> {
     );
     match Config::from_toml(&text) {
         Ok(config) => match &config.sources["m"].kind {
-            SourceKind::Mqtt(mqtt) => Ok((**mqtt).clone()),
+            SourceKind::Mqtt(mqtt) => Ok(mqtt.clone()),
             other => panic!("not mqtt: {other:?}"),
         },
         Err(errors) => Err(errors.errors().iter().map(ToString::to_string).collect()),
@@ -117,10 +118,15 @@ fn http_file_and_nats_sources_check_their_keys() {
     assert_eq!(
         paths,
         [
+            "sources.s.type",
             "sources.s.url",
             "sources.s.consumer",
             "sources.s.fetch_batch"
         ],
+        "{nats:#?}"
+    );
+    assert!(
+        nats[0].contains("\"nats\" sources are not built yet in this version of weir; available: generator, file, http, mqtt"),
         "{nats:#?}"
     );
 }
@@ -130,10 +136,9 @@ fn source_defaults_are_filled_in() {
     let text = with(
         &[(
             "inputs = [\"gen\"]",
-            "inputs = [\"gen\", \"api\", \"js\", \"lines\"]",
+            "inputs = [\"gen\", \"api\", \"lines\"]",
         )],
         "\n[sources.api]\ntype = \"http\"\nlisten = \"127.0.0.1:8080\"\n\
-         \n[sources.js]\ntype = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"S\"\nconsumer = \"weir\"\n\
          \n[sources.lines]\ntype = \"file\"\npath = \"-\"\n",
     );
     let config = Config::from_toml(&text).expect("valid");
@@ -148,11 +153,6 @@ fn source_defaults_are_filled_in() {
     );
     assert_eq!(http.auth_token_env, None);
     assert_eq!(http.body_timeout.get(), std::time::Duration::from_secs(10));
-    let SourceKind::Nats(nats) = &config.sources["js"].kind else {
-        panic!("js is nats")
-    };
-    assert!(nats.fetch_batch <= nats.max_ack_pending);
-    assert!(nats.subjects.is_empty());
     let SourceKind::File(file) = &config.sources["lines"].kind else {
         panic!("lines is file")
     };

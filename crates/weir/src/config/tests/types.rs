@@ -70,7 +70,10 @@ fn blackhole_rate_and_http_sink_keys() {
         ],
         "",
     );
-    assert_eq!(paths(&http), ["sinks.lake.url", "sinks.lake.timeout"]);
+    assert_eq!(
+        paths(&http),
+        ["sinks.lake.type", "sinks.lake.url", "sinks.lake.timeout"]
+    );
     let with_path = with(&[("type = \"parquet\"", "type = \"blackhole\"")], "");
     let errors = errors(&with_path);
     assert_eq!(errors.len(), 1);
@@ -79,12 +82,4 @@ fn blackhole_rate_and_http_sink_keys() {
         "{errors:?}"
     );
     assert!(errors[0].contains("rate"), "{errors:?}");
-}
-
-/// The example in [`Config`]'s documentation (doctests do not run in a binary crate).
-#[test]
-fn the_documented_example_holds() {
-    let config = Config::from_toml(MINIMAL).expect("valid");
-    assert_eq!(config.wal.on_full, OnFull::Block);
-    assert_eq!(config.wal.max_pending_bytes, ByteSize::mib(8));
 }

@@ -13,20 +13,25 @@
 //!
 //! # Examples
 //!
-//! ```ignore
-//! // `weir` is a binary crate, so rustdoc does not run this; the same steps are the
-//! // unit test `sinks::parquet::tests::writes_renames_and_reads_back`.
+//! ```no_run
+//! # use weir::sinks::parquet::{FooterMetadata, ParquetFileWriter, ParquetConfig};
+//! # fn demo(dir: &std::path::Path, sink_config: &ParquetConfig, records: &[weir::record::Record], last_offset: u64, cursor_next_offset: u64) -> Result<(), Box<dyn std::error::Error>> {
+//! use weir_wal::OnFull;
 //! let footer = FooterMetadata { config_hash: "sha256:…".into(), on_full: OnFull::Block };
 //! let mut writer = ParquetFileWriter::new(&dir, "lake", &sink_config, footer)?;
 //! writer.resume_at(cursor_next_offset);
-//! if let Some(done) = writer.write(&records, last_offset)? {
-//!     reader.commit(done.through_offset).await?;
+//! if let Some(done) = writer.write(records, last_offset)? {
+//!     println!("the cursor may move to {}", done.through_offset);
 //! }
 //! writer.finish()?; // on shutdown
+//! # Ok(())
+//! # }
 //! ```
 
+mod config;
 mod error;
 mod schema;
+mod shell;
 mod writer;
 
 #[cfg(test)]
@@ -36,8 +41,10 @@ mod python_tests;
 #[cfg(test)]
 mod tests;
 
+pub use self::config::{Compression, ParquetConfig, ParquetEncoding, parse_encoding};
 pub use self::error::ParquetSinkError;
 pub use self::schema::record_schema;
+pub use self::shell::ParquetSink;
 pub use self::writer::{
     Committed, FooterMetadata, KEY_CONFIG_HASH, KEY_FIRST_OFFSET, KEY_LAST_OFFSET, KEY_ON_FULL,
     KEY_SOURCE_NAMES, KEY_WEIR_VERSION, ParquetFileWriter,

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::tests::{file_names, footer, footer_value, read, records, sink_config};
 use super::*;
-use crate::config::ByteSize;
+use crate::keys::ByteSize;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]

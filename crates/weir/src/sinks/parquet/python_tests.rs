@@ -7,7 +7,8 @@ use std::process::Command;
 
 use super::tests::{footer, records, sink_config};
 use super::*;
-use crate::config::{ByteSize, Compression};
+use crate::keys::ByteSize;
+use crate::sinks::parquet::Compression;
 
 /// Reads every file of a directory with pyarrow and with DuckDB and checks rows, types,
 /// values and the footer metadata. Arguments: the directory, the expected row count.

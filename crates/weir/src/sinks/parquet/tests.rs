@@ -13,13 +13,14 @@ use parquet::basic::Compression as ParquetCompression;
 use parquet::file::metadata::ParquetMetaData;
 
 use super::*;
-use crate::config::{
-    ByteSize, Compression, Duration, OnFull, ParquetEncoding, ParquetSink, Rotate,
-};
-use crate::record::Record;
+use weir_wal::OnFull;
 
-pub(super) fn sink_config(dir: &Path) -> ParquetSink {
-    ParquetSink {
+use crate::keys::{ByteSize, Duration};
+use crate::record::Record;
+use crate::sinks::rotate::Rotate;
+
+pub(super) fn sink_config(dir: &Path) -> ParquetConfig {
+    ParquetConfig {
         path: dir.to_owned(),
         rotate: Rotate {
             bytes: ByteSize::new(128 << 20).expect("non-zero"),
@@ -30,7 +31,6 @@ pub(super) fn sink_config(dir: &Path) -> ParquetSink {
             row_group_bytes: ByteSize::new(8 << 20).expect("non-zero"),
             compression: Compression::Zstd,
         },
-        max_open_files: 4.try_into().expect("non-zero"),
     }
 }
 

@@ -13,8 +13,12 @@ use parquet::file::properties::WriterProperties;
 
 use super::error::ParquetSinkError;
 use super::schema::{BatchBuilder, record_schema, record_weight};
-use crate::config::{self, Compression, OnFull, Rotate};
+use weir_wal::OnFull;
+
+use super::config::{Compression, ParquetConfig};
 use crate::record::Record;
+use crate::sinks::SinkContext;
+use crate::sinks::rotate::Rotate;
 
 /// Footer key: the configuration hash (`sha256:` and 64 hex digits).
 pub const KEY_CONFIG_HASH: &str = "weir.config_hash";
@@ -44,11 +48,12 @@ pub struct FooterMetadata {
 }
 
 impl FooterMetadata {
-    /// Footer metadata from a configuration: its full hash and its `wal.on_full`.
-    pub fn from_config(config: &config::Config) -> Self {
+    /// Footer metadata of the pipeline a sink belongs to: the configuration's full
+    /// hash and its `wal.on_full`.
+    pub fn from_context(cx: &SinkContext) -> Self {
         Self {
-            config_hash: format!("sha256:{}", config.hash().hex()),
-            on_full: config.wal.on_full,
+            config_hash: cx.config_hash.clone(),
+            on_full: cx.on_full,
         }
     }
 }
@@ -146,7 +151,7 @@ impl ParquetFileWriter {
     pub fn new(
         dir: &Path,
         prefix: &str,
-        config: &config::ParquetSink,
+        config: &ParquetConfig,
         footer: FooterMetadata,
     ) -> Result<Self, ParquetSinkError> {
         if prefix.is_empty() || prefix.contains(['/', '\\']) || prefix.starts_with('.') {

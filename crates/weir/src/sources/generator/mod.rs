@@ -6,97 +6,10 @@
 //! records and shows `stopped`; the process keeps running, so the sinks drain and
 //! `/status` stays up (stop it with SIGTERM). There is no setting to exit instead.
 
+mod config;
 mod core;
+mod shell;
 
+pub use self::config::GeneratorConfig;
 pub use self::core::{RecordMaker, Schedule};
-
-use std::sync::Arc;
-use std::time::Instant;
-
-use tokio::sync::watch;
-use weir_wal::Batch;
-
-use crate::config::GeneratorSource;
-use crate::runtime::ingest::Ingest;
-use crate::telemetry::State;
-
-/// Runs the generator until `stop` turns true or `count` records are durable.
-///
-/// # Cancel safety
-///
-/// Not meant to be cancelled; stop it through `stop`. Dropped, it loses nothing
-/// acknowledged (a generator acknowledges nobody).
-pub async fn run(
-    name: Arc<str>,
-    config: GeneratorSource,
-    ingest: Ingest,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut maker = RecordMaker::new(
-        name.clone(),
-        config.seed,
-        config.keys.get(),
-        config.size.bytes() as usize,
-    );
-    let schedule = Schedule::new(config.rate);
-    let started = Instant::now();
-    let batch_size = u64::from(config.batch_size.get());
-    let total = config.count.map(|c| c.get());
-    let mut wire = Vec::new();
-    loop {
-        if *stop.borrow() {
-            break;
-        }
-        let made = maker.made();
-        let n = match total {
-            Some(total) if made >= total => break,
-            Some(total) => batch_size.min(total - made),
-            None => batch_size,
-        };
-        let due = started + schedule.due_after(made + n);
-        tokio::select! {
-            biased;
-            () = super::stopped(&mut stop) => break,
-            () = tokio::time::sleep_until(due.into()) => {}
-        }
-        let now_ms = crate::record::now_ms();
-        let mut batch = Batch::new();
-        for _ in 0..n {
-            let record = maker.next_record(now_ms);
-            wire.clear();
-            record.encode_into(&mut wire);
-            if let Err(e) = batch.push(&wire) {
-                tracing::warn!("source {name}: {e}; lower size");
-                ingest
-                    .stats()
-                    .component
-                    .set_state(State::Failed(e.to_string()));
-                return;
-            }
-        }
-        let admission = tokio::select! {
-            biased;
-            () = super::stopped(&mut stop) => break,
-            admission = ingest.admit(batch.encoded_len(), None) => admission,
-        };
-        match admission {
-            Ok(admission) => {
-                // Refusals (on_full = "reject") are counted in the source's stats.
-                tokio::spawn(admission.append(batch));
-            }
-            Err(e) => {
-                tracing::warn!("source {name}: {e}");
-                ingest
-                    .stats()
-                    .component
-                    .set_state(State::Failed(e.to_string()));
-                return;
-            }
-        }
-    }
-    ingest.idle().await;
-    if total.is_some_and(|t| maker.made() >= t) {
-        tracing::info!(source = %name, records = maker.made(), "generator: count reached, stopped");
-    }
-    ingest.stats().component.set_state(State::Stopped);
-}
+pub use self::shell::run;

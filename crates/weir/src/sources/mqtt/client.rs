@@ -11,8 +11,8 @@ use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
+use super::config::{MqttConfig, MqttProtocol, MqttScheme, Qos};
 use super::core::{AckToken, Message};
-use crate::config::{MqttProtocol, MqttScheme, MqttSource, Qos};
 
 /// Room above `max_message_bytes` for the rest of a PUBLISH packet (topic up to 64 KiB,
 /// properties), so that a payload a little too large still arrives, is acked and goes
@@ -82,7 +82,7 @@ fn qos5(q: QoS) -> rumqttc::v5::mqttbytes::QoS {
 }
 
 /// The largest incoming packet the client accepts.
-pub fn packet_limit(config: &MqttSource) -> u64 {
+pub fn packet_limit(config: &MqttConfig) -> u64 {
     let max = config.max_message_bytes.bytes();
     (max + max.min(PACKET_ROOM)).max(max + 1024)
 }
@@ -94,7 +94,7 @@ pub fn packet_limit(config: &MqttSource) -> u64 {
 ///
 /// A message naming the key when a credential variable is unset, or for `mqtts://`
 /// when the host is no TLS server name or no CA certificate can be loaded.
-pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
+pub fn build(config: &MqttConfig) -> Result<(Connection, Acker), String> {
     let tls = match config.url.scheme {
         MqttScheme::Tls => Some(tls_config(config)?),
         MqttScheme::Tcp => None,
@@ -158,7 +158,7 @@ pub fn build(config: &MqttSource) -> Result<(Connection, Acker), String> {
 /// than process-wide; the roots are the PEM certificates of `ca_file`, or the system's
 /// when it is absent. rumqttc checks the certificate against the URL's host (a DNS name
 /// or an IP address).
-fn tls_config(config: &MqttSource) -> Result<rumqttc::TlsConfiguration, String> {
+fn tls_config(config: &MqttConfig) -> Result<rumqttc::TlsConfiguration, String> {
     let host = config.url.host.as_str();
     if ServerName::try_from(host).is_err() {
         return Err(format!(
@@ -230,7 +230,7 @@ fn system_roots() -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-fn credentials(config: &MqttSource) -> Result<Option<(String, Option<String>)>, String> {
+fn credentials(config: &MqttConfig) -> Result<Option<(String, Option<String>)>, String> {
     let read = |key: &str, var: &str| {
         std::env::var(var)
             .map_err(|_| format!("{key}: the environment variable {var} is not set (or not UTF-8)"))
@@ -327,7 +327,7 @@ impl Connection {
     /// # Errors
     ///
     /// When the request cannot be queued.
-    pub fn subscribe(&self, config: &MqttSource) -> Result<(), String> {
+    pub fn subscribe(&self, config: &MqttConfig) -> Result<(), String> {
         match self {
             Connection::V4(_, client) => client
                 .try_subscribe_many(

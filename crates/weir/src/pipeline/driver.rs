@@ -40,10 +40,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use weir_wal::{ReadBatch, ReadLimits, Reader};
 
+use weir_wal::Wal;
+
+use super::sink::{Sink, SinkBatch, Unencodable};
 use super::stats::{SinkStats, add};
 use crate::quarantine::Quarantine;
 use crate::record::{Record, peek_source};
-use crate::sinks::{Sink, SinkBatch, Unencodable};
 use crate::telemetry::State;
 
 /// The shortest time between two cursor commits while the driver runs. Each commit
@@ -96,14 +98,14 @@ pub struct DriverConfig {
 ///
 /// Not meant to be cancelled: drive it to completion through `phase`. If it is
 /// dropped, nothing acknowledged is lost (the cursor only lags).
-pub async fn run(
+pub async fn run<S: Sink>(
     config: DriverConfig,
     reader: Reader,
-    mut sink: Sink,
+    mut sink: S,
     stats: Arc<SinkStats>,
     phase: watch::Receiver<Phase>,
     quarantine: Quarantine,
-) -> (Sink, Outcome) {
+) -> (S, Outcome) {
     sink.resume_at(reader.position());
     stats.channel.clear();
     stats.component.set_state(State::Running);
@@ -273,15 +275,15 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
     }
 }
 
-async fn write_loop(
+async fn write_loop<S: Sink>(
     config: DriverConfig,
-    mut sink: Sink,
+    mut sink: S,
     mut rx: mpsc::Receiver<Arc<SinkBatch>>,
     acks: watch::Sender<u64>,
     stats: Arc<SinkStats>,
     mut phase: watch::Receiver<Phase>,
     quarantine: Quarantine,
-) -> (Sink, Outcome) {
+) -> (S, Outcome) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut rejects = Vec::new();
@@ -339,9 +341,9 @@ enum Step {
 
 /// Writes until it succeeds (returning the durable offset), the driver is stopped, or
 /// the sink needs a rewind.
-async fn write_with_retry(
+async fn write_with_retry<S: Sink>(
     config: &DriverConfig,
-    sink: &mut Sink,
+    sink: &mut S,
     batch: &Arc<SinkBatch>,
     rejects: &mut Vec<Unencodable>,
     stats: &SinkStats,
@@ -431,6 +433,49 @@ async fn to_quarantine(
             "sink {name}: {n} records could not be encoded; quarantining failed: {e}"
         ),
         Err(e) => tracing::warn!("sink {name}: quarantining was cancelled: {e}"),
+    }
+}
+
+/// Runs a sink's driver until it is finished; after a rewind, waits the retry delay
+/// and runs it again with a new reader (which starts at the committed cursor).
+///
+/// # Cancel safety
+///
+/// As [`run`]: drive it to completion through `phase`.
+pub async fn drive<S: Sink>(
+    config: DriverConfig,
+    wal: Wal,
+    mut sink: S,
+    stats: Arc<SinkStats>,
+    phase: watch::Receiver<Phase>,
+    quarantine: Quarantine,
+) {
+    let mut delay = config.retry_initial;
+    loop {
+        let reader = match wal.reader(&config.name) {
+            Ok(reader) => reader,
+            Err(e) => {
+                // Declared at startup from the same configuration: cannot happen.
+                tracing::error!("sink {}: {e}", config.name);
+                stats.component.set_state(State::Failed(e.to_string()));
+                return;
+            }
+        };
+        let (returned, outcome) = run(
+            config.clone(),
+            reader,
+            sink,
+            Arc::clone(&stats),
+            phase.clone(),
+            quarantine.clone(),
+        )
+        .await;
+        sink = returned;
+        if outcome == Outcome::Finished || *phase.borrow() != Phase::Run {
+            return;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(config.retry_max);
     }
 }
 

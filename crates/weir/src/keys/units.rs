@@ -25,7 +25,7 @@ impl ByteSize {
     }
 
     /// `n` mebibytes (`n × 1024²` bytes), for defaults.
-    pub(crate) const fn mib(n: u64) -> Self {
+    pub const fn mib(n: u64) -> Self {
         match Self::new(n.saturating_mul(1024 * 1024)) {
             Some(size) => size,
             None => panic!("ByteSize::mib(0)"),
@@ -33,7 +33,7 @@ impl ByteSize {
     }
 
     /// `n` kibibytes (`n × 1024` bytes), for defaults.
-    pub(crate) const fn kib(n: u64) -> Self {
+    pub const fn kib(n: u64) -> Self {
         match Self::new(n.saturating_mul(1024)) {
             Some(size) => size,
             None => panic!("ByteSize::kib(0)"),
@@ -96,7 +96,7 @@ impl Duration {
     }
 
     /// `n` milliseconds, for defaults.
-    pub(crate) const fn millis(n: u64) -> Self {
+    pub const fn millis(n: u64) -> Self {
         match Self::new(std::time::Duration::from_millis(n)) {
             Some(duration) => duration,
             None => panic!("Duration::millis(0)"),
@@ -104,7 +104,7 @@ impl Duration {
     }
 
     /// `n` seconds, for defaults.
-    pub(crate) const fn secs(n: u64) -> Self {
+    pub const fn secs(n: u64) -> Self {
         match Self::new(std::time::Duration::from_secs(n)) {
             Some(duration) => duration,
             None => panic!("Duration::secs(0)"),
@@ -130,7 +130,7 @@ impl Serialize for Duration {
 }
 
 /// Serializes a possibly-zero duration the way [`Duration`] serializes (for the hash).
-pub(super) fn serialize_std_duration<S: serde::Serializer>(
+pub fn serialize_std_duration<S: serde::Serializer>(
     duration: &std::time::Duration,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
@@ -138,7 +138,7 @@ pub(super) fn serialize_std_duration<S: serde::Serializer>(
 }
 
 /// How a TOML value is read into a configuration type.
-pub(super) trait FromValue: Sized {
+pub trait FromValue: Sized {
     /// What the key expects, for messages: `a size like "128 MiB"`.
     const EXPECTED: &'static str;
 
@@ -147,7 +147,7 @@ pub(super) trait FromValue: Sized {
 }
 
 /// Describes a value the way it was written, for "found …" in messages.
-pub(super) fn describe(value: &Value) -> String {
+pub fn describe(value: &Value) -> String {
     match value {
         Value::String(s) => format!("{s:?}"),
         Value::Integer(i) => i.to_string(),
@@ -160,7 +160,7 @@ pub(super) fn describe(value: &Value) -> String {
 }
 
 /// The standard message for a value of the wrong kind.
-pub(super) fn mismatch(expected: &str, value: &Value) -> String {
+pub fn mismatch(expected: &str, value: &Value) -> String {
     format!("expected {expected}, found {}", describe(value))
 }
 
@@ -311,18 +311,18 @@ impl FromValue for std::time::Duration {
 /// `Serialize` as that same string.
 macro_rules! string_enum {
     ($ty:ty { $first:literal => $first_variant:ident $(, $text:literal => $variant:ident)* $(,)? }) => {
-        impl $crate::config::units::FromValue for $ty {
+        impl $crate::keys::units::FromValue for $ty {
             const EXPECTED: &'static str = concat!("one of \"", $first, "\"" $(, ", \"", $text, "\"")*);
             fn from_value(value: &toml::Value) -> Result<Self, String> {
                 match value.as_str() {
                     Some($first) => Ok(Self::$first_variant),
                     $(Some($text) => Ok(Self::$variant),)*
                     _ => {
-                        let mut message = $crate::config::units::mismatch(Self::EXPECTED, value);
+                        let mut message = $crate::keys::units::mismatch(Self::EXPECTED, value);
                         let choices = [$first $(, $text)*];
                         if let Some(close) = value
                             .as_str()
-                            .and_then(|text| $crate::config::walk::closest(text, &choices))
+                            .and_then(|text| $crate::keys::walk::closest(text, &choices))
                         {
                             message.push_str(&format!(" (did you mean \"{close}\"?)"));
                         }
@@ -355,7 +355,35 @@ macro_rules! string_enum {
         }
     };
 }
-pub(super) use string_enum;
+pub(crate) use string_enum;
+
+/// Implements [`FromValue`] for an enum that another crate already deserializes with
+/// serde (weir-wal's `OnFull`, `StartFrom`): the value is read through the enum's own
+/// `Deserialize`, so the names are never copied and mapped by hand; the listed names
+/// only word the message and the "did you mean" hint.
+macro_rules! serde_enum {
+    ($ty:ty { $first:literal $(, $text:literal)* $(,)? }) => {
+        impl $crate::keys::units::FromValue for $ty {
+            const EXPECTED: &'static str = concat!("one of \"", $first, "\"" $(, ", \"", $text, "\"")*);
+            fn from_value(value: &toml::Value) -> Result<Self, String> {
+                <$ty as serde::Deserialize>::deserialize(value.clone()).map_err(|_| {
+                    let mut message = $crate::keys::units::mismatch(Self::EXPECTED, value);
+                    let choices = [$first $(, $text)*];
+                    if let Some(close) = value
+                        .as_str()
+                        .and_then(|text| $crate::keys::walk::closest(text, &choices))
+                    {
+                        message.push_str(&format!(" (did you mean \"{close}\"?)"));
+                    }
+                    message
+                })
+            }
+        }
+    };
+}
+
+serde_enum!(weir_wal::OnFull { "block", "reject", "drop_oldest" });
+serde_enum!(weir_wal::StartFrom { "earliest", "latest" });
 
 #[cfg(test)]
 mod tests {

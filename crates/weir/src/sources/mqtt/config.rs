@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 use toml::Value;
 
-use super::source::check_env_name;
-use super::units::{ByteSize, Duration, FromValue, describe, mismatch, string_enum};
-use super::walk::{Section, join};
+use crate::keys::units::{FromValue, describe, mismatch, string_enum};
+use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, join, times};
+use crate::sources::SourceKeys;
 
 /// MQTT quality of service of a subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -134,7 +134,7 @@ pub struct MqttTopic {
 /// `type = "mqtt"`: QoS 1/2 acks withheld until durable while the event loop keeps
 /// polling; QoS 0 through a byte-bounded queue that drops (and counts) the newest.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MqttSource {
+pub struct MqttConfig {
     /// The broker. Required.
     pub url: MqttUrl,
     /// PEM file of the CA certificate(s) that `mqtts://` trusts for the broker's
@@ -187,9 +187,10 @@ fn serialize_opt_duration<S: serde::Serializer>(
 /// MQTT's largest packet (the remaining-length field's limit).
 const MQTT_MAX_PACKET_BYTES: u64 = 268_435_455;
 
-impl MqttSource {
-    /// Reads the MQTT keys of source `name`.
-    pub(super) fn parse(s: &mut Section<'_>, name: &str) -> Option<Self> {
+impl SourceKeys for MqttConfig {
+    const TYPE: &'static str = "mqtt";
+
+    fn parse(s: &mut Section<'_>, name: &str) -> Option<Self> {
         let url = s.req::<MqttUrl>("url", "e.g. \"mqtt://127.0.0.1:1883\"");
         let ca_file = s.opt::<PathBuf>("ca_file");
         if ca_file.is_some() && url.as_ref().is_some_and(|u| u.scheme == MqttScheme::Tcp) {
@@ -315,6 +316,42 @@ impl MqttSource {
         })
     }
 
+    fn bounds(&self, bounds: &mut Bounds<'_>) {
+        bounds.add(
+            "window",
+            Some(self.expected_broker_window.get().into()),
+            times(self.expected_broker_window.get(), self.max_message_bytes.bytes()),
+            format!(
+                "QoS 1/2 messages awaiting durability: expected_broker_window {} × max_message_bytes {}; \
+                 the guard disconnects above {} unacked",
+                self.expected_broker_window,
+                self.max_message_bytes,
+                self.guard_limit()
+            ),
+        );
+        bounds.add(
+            "qos0_queue",
+            None,
+            self.qos0_queue_bytes.bytes(),
+            "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
+        );
+    }
+
+    fn max_batch_bytes(&self) -> (u64, &'static str) {
+        (self.max_message_bytes.bytes(), "max_message_bytes")
+    }
+
+    fn warnings(&self, path: &str, out: &mut Vec<String>) {
+        if self.clean_session && self.topics.iter().any(|t| t.qos > Qos::AtMostOnce) {
+            out.push(format!(
+                "{}: QoS 1/2 with a clean session: messages not yet durable at a disconnect are not redelivered",
+                join(path, "clean_session")
+            ));
+        }
+    }
+}
+
+impl MqttConfig {
     /// Unacked QoS 1/2 messages above which the guard disconnects.
     pub fn guard_limit(&self) -> u64 {
         u64::from(self.expected_broker_window.get())

@@ -9,9 +9,11 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use super::parquet::{FooterMetadata, ParquetFileWriter, ParquetSinkError};
-use super::{SinkBatch, SinkError, Written};
-use crate::config;
+use super::config::ParquetConfig;
+use super::error::ParquetSinkError;
+use super::writer::{FooterMetadata, ParquetFileWriter};
+use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::{OpenSink, SinkContext};
 
 /// A Parquet sink.
 #[derive(Debug)]
@@ -33,7 +35,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 fn to_sink_error(e: ParquetSinkError) -> SinkError {
-    SinkError::Parquet(e.to_string())
+    SinkError::Abandoned(format!("parquet: {e}"))
 }
 
 impl State {
@@ -47,16 +49,24 @@ impl State {
     }
 }
 
+impl OpenSink for ParquetConfig {
+    type Sink = ParquetSink;
+
+    fn open(&self, name: &str, cx: &SinkContext) -> Result<ParquetSink, SinkError> {
+        ParquetSink::open(name, self, FooterMetadata::from_context(cx))
+    }
+}
+
 impl ParquetSink {
     /// Opens the writer for sink `name` (blocking: creates the directory, removes stale
     /// temporary files).
     ///
     /// # Errors
     ///
-    /// [`SinkError::Parquet`] if the directory cannot be prepared.
+    /// [`SinkError::Abandoned`] if the directory cannot be prepared.
     pub fn open(
         name: &str,
-        config: &config::ParquetSink,
+        config: &ParquetConfig,
         footer: FooterMetadata,
     ) -> Result<Self, SinkError> {
         let writer =
@@ -68,10 +78,12 @@ impl ParquetSink {
             })),
         })
     }
+}
 
+impl Sink for ParquetSink {
     /// The offset the sink's cursor resumes from (at start, and after a failure before
     /// the driver sends again from the committed cursor): names the next file.
-    pub fn resume_at(&mut self, next_offset: u64) {
+    fn resume_at(&mut self, next_offset: u64) {
         let mut state = lock(&self.state);
         state.writer.resume_at(next_offset);
         // Nothing handed over since the committed cursor is stored yet.
@@ -82,14 +94,18 @@ impl ParquetSink {
     ///
     /// # Errors
     ///
-    /// [`SinkError::Parquet`]: the writer abandoned its open file, earlier batches
+    /// [`SinkError::Abandoned`]: the writer abandoned its open file, earlier batches
     /// included, so the driver rewinds to the committed cursor and sends them again
     /// ([`SinkError::needs_rewind`]).
     ///
     /// # Cancel safety
     ///
     /// The write finishes on a blocking thread even if this future is dropped.
-    pub async fn write(&mut self, batch: &Arc<SinkBatch>) -> Result<Written, SinkError> {
+    async fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        _rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
         let state = Arc::clone(&self.state);
         let batch = Arc::clone(batch);
         tokio::task::spawn_blocking(move || {
@@ -116,12 +132,12 @@ impl ParquetSink {
     ///
     /// # Errors
     ///
-    /// [`SinkError::Parquet`] if closing it failed.
+    /// [`SinkError::Abandoned`] if closing it failed.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: the work finishes on a blocking thread.
-    pub async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
+    async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
             let mut state = lock(&state);
@@ -139,12 +155,12 @@ impl ParquetSink {
     ///
     /// # Errors
     ///
-    /// [`SinkError::Parquet`] if closing it failed.
+    /// [`SinkError::Abandoned`] if closing it failed.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: the work finishes on a blocking thread.
-    pub async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
+    async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
             let mut state = lock(&state);

@@ -14,13 +14,13 @@ use super::units::{FromValue, describe};
 
 /// Collects errors during a walk.
 #[derive(Debug, Default)]
-pub(super) struct Diagnostics {
+pub struct Diagnostics {
     errors: RefCell<Vec<ConfigError>>,
 }
 
 impl Diagnostics {
     /// Records an error about the key at `path`.
-    pub(super) fn error(&self, path: &str, message: impl Into<String>) {
+    pub fn error(&self, path: &str, message: impl Into<String>) {
         self.errors.borrow_mut().push(ConfigError::Key {
             path: path.to_owned(),
             message: message.into(),
@@ -28,13 +28,13 @@ impl Diagnostics {
     }
 
     /// The errors recorded so far.
-    pub(super) fn into_errors(self) -> Vec<ConfigError> {
+    pub fn into_errors(self) -> Vec<ConfigError> {
         self.errors.into_inner()
     }
 }
 
 /// Joins a parent path and a key, quoting keys that are not bare TOML keys.
-pub(super) fn join(parent: &str, key: &str) -> String {
+pub fn join(parent: &str, key: &str) -> String {
     let bare = !key.is_empty()
         && key
             .chars()
@@ -52,7 +52,7 @@ pub(super) fn join(parent: &str, key: &str) -> String {
 }
 
 /// One TOML table being read.
-pub(super) struct Section<'a> {
+pub struct Section<'a> {
     path: String,
     table: &'a Table,
     known: Vec<&'static str>,
@@ -65,7 +65,7 @@ static EMPTY: std::sync::LazyLock<Table> = std::sync::LazyLock::new(Table::new);
 
 impl<'a> Section<'a> {
     /// A section over `table`, whose own path is `path` (empty for the root).
-    pub(super) fn new(path: String, table: &'a Table, diag: &'a Diagnostics) -> Self {
+    pub fn new(path: String, table: &'a Table, diag: &'a Diagnostics) -> Self {
         Self {
             path,
             table,
@@ -75,23 +75,23 @@ impl<'a> Section<'a> {
     }
 
     /// The dotted path of `key` in this section.
-    pub(super) fn key_path(&self, key: &str) -> String {
+    pub fn key_path(&self, key: &str) -> String {
         join(&self.path, key)
     }
 
     /// The collector errors go to.
-    pub(super) fn diagnostics(&self) -> &'a Diagnostics {
+    pub fn diagnostics(&self) -> &'a Diagnostics {
         self.diag
     }
 
     /// Records an error about `key` of this section.
-    pub(super) fn error(&self, key: &str, message: impl Into<String>) {
+    pub fn error(&self, key: &str, message: impl Into<String>) {
         self.diag.error(&self.key_path(key), message);
     }
 
     /// Whether any of `keys` of this section already has an error: it then holds a
     /// stand-in default, and a check that compares it with another key is skipped.
-    pub(super) fn failed(&self, keys: &[&str]) -> bool {
+    pub fn failed(&self, keys: &[&str]) -> bool {
         let errors = self.diag.errors.borrow();
         keys.iter().any(|key| {
             let path = self.key_path(key);
@@ -100,12 +100,12 @@ impl<'a> Section<'a> {
     }
 
     /// Records an error about the section itself.
-    pub(super) fn error_here(&self, message: impl Into<String>) {
+    pub fn error_here(&self, message: impl Into<String>) {
         self.diag.error(&self.path, message);
     }
 
     /// The raw value of `key`, marking the key as known.
-    pub(super) fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
+    pub fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
         if !self.known.contains(&key) {
             self.known.push(key);
         }
@@ -113,12 +113,12 @@ impl<'a> Section<'a> {
     }
 
     /// Whether `key` is present (and marks it known).
-    pub(super) fn has(&mut self, key: &'static str) -> bool {
+    pub fn has(&mut self, key: &'static str) -> bool {
         self.raw(key).is_some()
     }
 
     /// Reads an optional key: `None` when absent or invalid (the error is recorded).
-    pub(super) fn opt<T: FromValue>(&mut self, key: &'static str) -> Option<T> {
+    pub fn opt<T: FromValue>(&mut self, key: &'static str) -> Option<T> {
         let value = self.raw(key)?;
         match T::from_value(value) {
             Ok(parsed) => Some(parsed),
@@ -131,12 +131,12 @@ impl<'a> Section<'a> {
 
     /// Reads a key with a default: the default when absent, and also when invalid (the
     /// error is recorded, so the configuration is refused anyway).
-    pub(super) fn or<T: FromValue>(&mut self, key: &'static str, default: T) -> T {
+    pub fn or<T: FromValue>(&mut self, key: &'static str, default: T) -> T {
         self.opt(key).unwrap_or(default)
     }
 
     /// Reads a required key; a missing key is reported with `hint` appended.
-    pub(super) fn req<T: FromValue>(&mut self, key: &'static str, hint: &str) -> Option<T> {
+    pub fn req<T: FromValue>(&mut self, key: &'static str, hint: &str) -> Option<T> {
         if !self.has(key) {
             let mut message = format!("missing required key (expected {})", T::EXPECTED);
             if !hint.is_empty() {
@@ -151,7 +151,7 @@ impl<'a> Section<'a> {
 
     /// Reads the tag of a tagged table (`type = "parquet"`): one error when missing or
     /// not one of `choices`, with a suggestion for a typo.
-    pub(super) fn tag<T: FromValue>(&mut self, key: &'static str, choices: &[&str]) -> Option<T> {
+    pub fn tag<T: FromValue>(&mut self, key: &'static str, choices: &[&str]) -> Option<T> {
         let Some(value) = self.raw(key) else {
             self.error(
                 key,
@@ -174,7 +174,7 @@ impl<'a> Section<'a> {
 
     /// Reads a list, reporting a bad element at `key[i]`. `None` when absent or when any
     /// element is invalid.
-    pub(super) fn list<T: FromValue>(&mut self, key: &'static str) -> Option<Vec<T>> {
+    pub fn list<T: FromValue>(&mut self, key: &'static str) -> Option<Vec<T>> {
         let value = self.raw(key)?;
         let Some(array) = value.as_array() else {
             self.error(
@@ -203,7 +203,7 @@ impl<'a> Section<'a> {
     }
 
     /// The sub-table `key`: `None` when absent, or when it is not a table (recorded).
-    pub(super) fn table(&mut self, key: &'static str) -> Option<Section<'a>> {
+    pub fn table(&mut self, key: &'static str) -> Option<Section<'a>> {
         let value = self.raw(key)?;
         match value.as_table() {
             Some(table) => Some(Section::new(self.key_path(key), table, self.diag)),
@@ -216,7 +216,7 @@ impl<'a> Section<'a> {
 
     /// The sub-table `key`, or an empty one when it is absent (so its required keys are
     /// reported), or `None` when it is not a table (recorded).
-    pub(super) fn table_or_empty(&mut self, key: &'static str) -> Option<Section<'a>> {
+    pub fn table_or_empty(&mut self, key: &'static str) -> Option<Section<'a>> {
         if self.has(key) {
             self.table(key)
         } else {
@@ -226,7 +226,7 @@ impl<'a> Section<'a> {
 
     /// The entries of a table of named tables (`[sources.NAME]`), each as a section.
     /// Entries that are not tables are reported and skipped.
-    pub(super) fn named_tables(&mut self, key: &'static str) -> Vec<(&'a str, Section<'a>)> {
+    pub fn named_tables(&mut self, key: &'static str) -> Vec<(&'a str, Section<'a>)> {
         let Some(value) = self.raw(key) else {
             return Vec::new();
         };
@@ -256,7 +256,7 @@ impl<'a> Section<'a> {
     }
 
     /// Reports every key of this table that was never read, listing the allowed keys.
-    pub(super) fn finish(self) {
+    pub fn finish(self) {
         for key in self.table.keys() {
             if self.known.iter().any(|known| known == key) {
                 continue;
@@ -277,7 +277,7 @@ impl<'a> Section<'a> {
 
 /// The allowed name closest to `word`, if it is a plausible typo: at most one edit per
 /// three characters (at least one), counting a swap of neighbours as one edit.
-pub(super) fn closest<'n>(word: &str, names: &[&'n str]) -> Option<&'n str> {
+pub fn closest<'n>(word: &str, names: &[&'n str]) -> Option<&'n str> {
     let limit = (word.chars().count() / 3).max(1);
     names
         .iter()

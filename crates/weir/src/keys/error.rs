@@ -49,7 +49,7 @@ impl ConfigError {
 /// Every problem found in a configuration file, in the order the file was checked.
 ///
 /// Never empty: a configuration with no problem parses into a
-/// [`Config`](super::Config).
+/// [`Config`](crate::config::Config).
 #[derive(Debug)]
 pub struct ConfigErrors {
     errors: Vec<ConfigError>,
@@ -57,7 +57,7 @@ pub struct ConfigErrors {
 
 impl ConfigErrors {
     /// Wraps a non-empty list of errors.
-    pub(super) fn new(errors: Vec<ConfigError>) -> Self {
+    pub fn new(errors: Vec<ConfigError>) -> Self {
         debug_assert!(
             !errors.is_empty(),
             "ConfigErrors must hold at least one error"
@@ -88,7 +88,7 @@ impl std::error::Error for ConfigErrors {}
 
 /// Builds a [`ConfigError::Syntax`] from the TOML parser's error, turning its byte span
 /// into a line and column.
-pub(super) fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
+pub fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
     let offset = error.span().map_or(0, |span| span.start).min(text.len());
     let before = text.get(..offset).unwrap_or_default();
     let line = before.matches('\n').count() + 1;

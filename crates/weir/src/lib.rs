@@ -1,0 +1,30 @@
+//! weir, the daemon and CLI of a backpressure-aware ingest pipeline, as a library: the
+//! `weir` binary (`main.rs`) only parses the command line and calls [`cmd`].
+//!
+//! The modules are layered; each imports only from the layers below it:
+//!
+//! ```text
+//! cmd        one module per subcommand
+//! runtime    assembles a pipeline from a config: check → open → start → wait → drain
+//! config     the file as a whole: [runtime], [wal], [quarantine], cross-checks, the inventory
+//! sources/   sinks/     one folder per component type, and the registry of types
+//! pipeline   what components share with the WAL: ingest, the sink driver, stats
+//! quarantine record telemetry logging keys
+//! weir-wal   weir-flow  (other crates)
+//! ```
+//!
+//! `ARCHITECTURE.md` at the crate's root says where each kind of change goes.
+
+#![warn(missing_docs)]
+
+pub mod cmd;
+pub mod config;
+pub mod keys;
+pub mod logging;
+pub mod pipeline;
+pub mod quarantine;
+pub mod record;
+pub mod runtime;
+pub mod sinks;
+pub mod sources;
+pub mod telemetry;

@@ -1,0 +1,30 @@
+//! What every source and sink shares with the WAL, below all of them:
+//!
+//! - [`ingest`]: a source's way into the WAL: admission (tickets, the shared
+//!   source → WAL channel), appends that resolve once durable;
+//! - [`driver`]: a sink's way out of the WAL: its cursor, reads, retries with backoff,
+//!   rewinds, quarantining what it cannot encode, commits;
+//! - [`sink`]: the [`Sink`] trait every sink implements for its driver;
+//! - [`stats`]: the counters sources and sinks keep for `/status` and `/metrics`.
+//!
+//! Nothing here knows a source or sink type.
+
+pub mod driver;
+pub mod ingest;
+pub mod sink;
+pub mod stats;
+
+pub use self::ingest::{AdmitError, Ingest};
+pub use self::sink::{Sink, SinkBatch, SinkError, Unencodable, Written};
+pub use self::stats::{SinkStats, SourceStats};
+
+use tokio::sync::watch;
+
+/// Resolves once `stop` turns true (or its sender is gone).
+///
+/// # Cancel safety
+///
+/// Cancel-safe: it only waits.
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}

@@ -1,0 +1,141 @@
+//! What a sink driver asks of a sink: the [`Sink`] trait, the batches it hands over and
+//! what the sink answers.
+//!
+//! The driver ([`super::driver`]) reads the sink's cursor, decodes the records of the
+//! sink's `inputs` and hands them to the sink in [`SinkBatch`]es. A sink answers with
+//! the offset up to which everything is stored ([`Written::durable_through`]); only then
+//! does the driver commit the cursor.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::record::{EncodeError, Record};
+
+/// Records read from the WAL for one sink, in offset order.
+#[derive(Debug, Default)]
+pub struct SinkBatch {
+    /// The records of the sink's inputs (records of other sources are already skipped).
+    pub records: Vec<Record>,
+    /// The offset after the last record read (skipped ones included): once the sink has
+    /// stored `records`, the cursor may move here.
+    pub next_offset: u64,
+    /// Payload bytes of `records`.
+    pub bytes: u64,
+}
+
+/// What a write achieved.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Everything below this offset is stored; `None` if nothing new became durable.
+    pub durable_through: Option<u64>,
+    /// Records the sink could not encode (not written, counted, reported).
+    pub unencodable: u64,
+    /// Bytes the sink holds in memory after the write (a Parquet row group being
+    /// built), for `/status`.
+    pub buffered_bytes: u64,
+}
+
+/// Why a sink write failed; the driver retries the batch with capped backoff.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// A filesystem operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The sink dropped records it had accepted but not yet made durable (the Parquet
+    /// writer abandons its open file), so the driver must read again from the sink's
+    /// committed cursor ([`SinkError::needs_rewind`]).
+    #[error("{0}")]
+    Abandoned(String),
+    /// A blocking task was cancelled by runtime shutdown.
+    #[error("the sink's blocking task was cancelled by runtime shutdown")]
+    Cancelled,
+}
+
+impl SinkError {
+    /// Whether the sink lost records it had accepted but not made durable, so that its
+    /// driver must read again from the committed cursor instead of retrying the batch.
+    pub fn needs_rewind(&self) -> bool {
+        matches!(self, SinkError::Abandoned(_))
+    }
+
+    /// A failed filesystem operation.
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SinkError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// A record that could not be encoded, and why: the driver hands it to the quarantine.
+#[derive(Debug)]
+pub struct Unencodable {
+    /// The record.
+    pub record: Record,
+    /// Why.
+    pub reason: EncodeError,
+}
+
+/// A running sink, as its driver uses it. Each sink type implements it in its
+/// `sinks/<type>/shell.rs`; the registry (`sinks/mod.rs`) dispatches to them.
+pub trait Sink: Send + 'static {
+    /// Stores a batch; records it cannot encode are pushed to `rejects`.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`]: nothing of the batch counts as stored; the driver retries it (or,
+    /// after [`SinkError::Abandoned`], reads again from the committed cursor).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling may leave part of the batch written but not acknowledged; a retry
+    /// writes it again (at-least-once). Nothing acknowledged is lost.
+    fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> impl Future<Output = Result<Written, SinkError>> + Send;
+
+    /// Time-based work (rotation by age); called about once a second. Returns a new
+    /// durable offset if the work made one.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`] if closing a file failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations finish their work on a blocking thread either way.
+    fn tick(&mut self) -> impl Future<Output = Result<Option<u64>, SinkError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Closes what is open so that everything written is durable (shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`] if closing a file failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Sink::tick`].
+    fn finish(&mut self) -> impl Future<Output = Result<Option<u64>, SinkError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Tells the sink where its cursor resumes (before the first write, and after a
+    /// rewind).
+    fn resume_at(&mut self, next_offset: u64) {
+        let _ = next_offset;
+    }
+}

@@ -1,0 +1,54 @@
+//! What a sink type provides: [`SinkKeys`] (its keys, checks and bounds, in its
+//! `config.rs`) and [`OpenSink`] (how it opens into a running
+//! [`Sink`](crate::pipeline::Sink), in its `shell.rs`). The registry in `sinks/mod.rs`
+//! lists the types that have both.
+
+use std::path::Path;
+
+use crate::keys::{Bounds, Section};
+use crate::pipeline::{Sink, SinkError};
+
+/// A sink type's configuration: the keys it reads under `[sinks.NAME]`.
+pub trait SinkKeys: Sized {
+    /// The value of `type` that selects it.
+    const TYPE: &'static str;
+
+    /// Reads the type's own keys (the keys every sink has are already read). Every
+    /// problem is recorded in the section; `None` when a required key is missing or
+    /// wrong.
+    fn parse(s: &mut Section<'_>) -> Option<Self>;
+
+    /// Its buffers and their bounds, for the memory inventory (beyond the driver
+    /// channel every sink has).
+    fn bounds(&self, bounds: &mut Bounds<'_>) {
+        let _ = bounds;
+    }
+
+    /// The directory it writes to (its `path` key), which must be its own.
+    fn directory(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// What every sink may record about the pipeline it belongs to (Parquet footers do).
+#[derive(Debug, Clone)]
+pub struct SinkContext {
+    /// The configuration's hash (`sha256:…`).
+    pub config_hash: String,
+    /// The WAL's `on_full` choice.
+    pub on_full: weir_wal::OnFull,
+}
+
+/// A sink type that `weir run` drives.
+pub trait OpenSink: SinkKeys {
+    /// The running sink.
+    type Sink: Sink;
+
+    /// Opens the sink `name` (blocking file I/O: called on a blocking thread): creates
+    /// its directory, removes what an earlier run left half-written.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`] if it cannot be prepared.
+    fn open(&self, name: &str, cx: &SinkContext) -> Result<Self::Sink, SinkError>;
+}

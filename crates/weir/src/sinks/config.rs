@@ -1,0 +1,201 @@
+//! The keys every sink has: `inputs`, retention (`required`, `max_lag`,
+//! `start_from`), the WAL reads and the driver channel, `retry`. The sink type's own keys
+//! are in its folder's `config.rs`.
+
+use std::num::NonZeroU32;
+
+use serde::Serialize;
+use weir_wal::StartFrom;
+
+use super::{NOT_BUILT, SinkKind, TYPES};
+use crate::keys::walk::closest;
+use crate::keys::{ByteSize, Duration, Section, read_type};
+
+/// One configured sink: the keys every sink has, and its type's own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SinkConfig {
+    /// Source names this sink reads. Required, not empty, each a configured source.
+    pub inputs: Vec<String>,
+    /// Whether WAL retention waits for this sink. Default true.
+    pub required: bool,
+    /// A required sink further behind than this is evicted from retention (a counted
+    /// loss for this sink only). Only for required sinks.
+    pub max_lag: Option<MaxLag>,
+    /// Where a sink with no cursor starts. Default `earliest`.
+    pub start_from: StartFrom,
+    /// Records per WAL read. Default 1024.
+    pub read_batch_records: NonZeroU32,
+    /// Bytes per WAL read (a single larger record is still read alone). Default 1 MiB.
+    pub read_batch_bytes: ByteSize,
+    /// Read batches the driver channel holds; its byte cap is `channel_batches ×
+    /// read_batch_bytes`. Default 2.
+    pub channel_batches: NonZeroU32,
+    /// Backoff between retries of a failed write.
+    pub retry: Retry,
+    /// The sink type and its own keys.
+    #[serde(flatten)]
+    pub kind: SinkKind,
+}
+
+/// `max_lag = { bytes, age }`: at least one of the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MaxLag {
+    /// Largest distance, in WAL bytes, behind the durable end.
+    pub bytes: Option<ByteSize>,
+    /// Largest age of the oldest unread record.
+    pub age: Option<Duration>,
+}
+
+/// `retry = { initial, max }`: exponential backoff bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Retry {
+    /// First delay. Default 100 ms.
+    pub initial: Duration,
+    /// Largest delay. Default 30 s.
+    pub max: Duration,
+}
+
+impl SinkConfig {
+    /// Default `read_batch_bytes`.
+    pub const DEFAULT_READ_BATCH_BYTES: ByteSize = ByteSize::mib(1);
+
+    /// Reads one sink. Unknown keys are reported only when the type is known.
+    /// `sources` are the names under `[sources]`, whether or not they parsed.
+    pub fn parse(mut s: Section<'_>, sources: &[&str]) -> Option<Self> {
+        let type_name = read_type(&mut s, TYPES, NOT_BUILT.iter().map(|(t, _)| *t), "sink");
+        let inputs = parse_inputs(&mut s, sources);
+        let required = s.or("required", true);
+        let max_lag = s.table("max_lag").and_then(parse_max_lag);
+        if max_lag.is_some() && !required {
+            s.error("max_lag", "only applies to required sinks; a sink with required = false never holds WAL retention");
+        }
+        let start_from = s.or("start_from", StartFrom::Earliest);
+        let read_batch_records = s.or(
+            "read_batch_records",
+            NonZeroU32::new(1024).expect("1024 > 0"),
+        );
+        let read_batch_bytes = s.or("read_batch_bytes", Self::DEFAULT_READ_BATCH_BYTES);
+        let channel_batches = s.or("channel_batches", NonZeroU32::new(2).expect("2 > 0"));
+        let retry = parse_retry(&mut s);
+        // Unknown keys are reported only when the type is known: otherwise every key
+        // of the type would look unknown.
+        let type_name = type_name?;
+        let kind = match NOT_BUILT.iter().find(|(t, _)| *t == type_name) {
+            Some((_, parse)) => {
+                parse(&mut s);
+                None
+            }
+            None => SinkKind::parse(type_name, &mut s),
+        };
+        s.finish();
+        Some(Self {
+            inputs: inputs?,
+            required,
+            max_lag,
+            start_from,
+            read_batch_records,
+            read_batch_bytes,
+            channel_batches,
+            retry,
+            kind: kind?,
+        })
+    }
+
+    /// Byte cap of the driver channel: `channel_batches × read_batch_bytes`.
+    pub fn channel_bytes(&self) -> u64 {
+        u64::from(self.channel_batches.get()).saturating_mul(self.read_batch_bytes.bytes())
+    }
+}
+
+fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
+    if !s.has("inputs") {
+        s.error(
+            "inputs",
+            r#"missing required key (expected a list of source names, e.g. inputs = ["gen"])"#,
+        );
+        return None;
+    }
+    if let Some(value) = s.raw("inputs")
+        && !value.is_array()
+    {
+        let hint = value
+            .as_str()
+            .map_or_else(String::new, |name| format!(": write inputs = [{name:?}]"));
+        s.error(
+            "inputs",
+            format!(
+                "expected a list of source names, found {}{hint}",
+                crate::keys::units::describe(value)
+            ),
+        );
+        return None;
+    }
+    let inputs = s.list::<String>("inputs")?;
+    if inputs.is_empty() {
+        s.error(
+            "inputs",
+            "expected at least one source name, found an empty list",
+        );
+        return None;
+    }
+    let path = s.key_path("inputs");
+    let mut ok = true;
+    for (i, input) in inputs.iter().enumerate() {
+        let element = format!("{path}[{i}]");
+        if inputs[..i].contains(input) {
+            s.diagnostics()
+                .error(&element, format!("{input:?} is listed twice"));
+            ok = false;
+        } else if !sources.contains(&input.as_str()) {
+            let mut message = format!("no source named {input:?}; ");
+            if sources.is_empty() {
+                message.push_str("no sources are configured");
+            } else {
+                message.push_str(&format!("configured sources: {}", sources.join(", ")));
+            }
+            if let Some(close) = closest(input, sources) {
+                message.push_str(&format!(" (did you mean \"{close}\"?)"));
+            }
+            s.diagnostics().error(&element, message);
+            ok = false;
+        }
+    }
+    ok.then_some(inputs)
+}
+
+fn parse_max_lag(mut t: Section<'_>) -> Option<MaxLag> {
+    let lag = MaxLag {
+        bytes: t.opt("bytes"),
+        age: t.opt("age"),
+    };
+    let given = t.has("bytes") || t.has("age");
+    if !given {
+        t.error_here(
+            "expected bytes, age or both, e.g. max_lag = { bytes = \"1 GiB\", age = \"1h\" }",
+        );
+    }
+    t.finish();
+    (lag.bytes.is_some() || lag.age.is_some()).then_some(lag)
+}
+
+fn parse_retry(s: &mut Section<'_>) -> Retry {
+    let default = Retry {
+        initial: Duration::millis(100),
+        max: Duration::secs(30),
+    };
+    let Some(mut t) = s.table("retry") else {
+        return default;
+    };
+    let retry = Retry {
+        initial: t.or("initial", default.initial),
+        max: t.or("max", default.max),
+    };
+    if retry.initial > retry.max && !t.failed(&["initial", "max"]) {
+        t.error(
+            "initial",
+            format!("{} is longer than retry.max = {}", retry.initial, retry.max),
+        );
+    }
+    t.finish();
+    retry
+}

@@ -1,0 +1,359 @@
+//! The `file` sink's tokio task (see the [module docs](super)).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::config::FileSinkConfig;
+use super::core::{DONE_SUFFIX, OPEN_SUFFIX, Rotation, file_stem};
+use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::{OpenSink, SinkContext};
+
+/// Writes NDJSON files.
+#[derive(Debug)]
+pub struct FileSink {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct State {
+    dir: PathBuf,
+    rotation: Rotation,
+    started_ms: i64,
+    seq: u64,
+    open: Option<OpenFile>,
+    /// Encoding buffer, reused.
+    buf: Vec<u8>,
+    /// A write failed mid-file: start a new file before writing again.
+    broken: bool,
+}
+
+#[derive(Debug)]
+struct OpenFile {
+    file: File,
+    path: PathBuf,
+    stem: String,
+    bytes: u64,
+    opened: Instant,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl OpenSink for FileSinkConfig {
+    type Sink = FileSink;
+
+    fn open(&self, _name: &str, _cx: &SinkContext) -> Result<FileSink, SinkError> {
+        FileSink::open(self)
+    }
+}
+
+impl FileSink {
+    /// Creates the directory and closes any `.open` file a crash left behind. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Io`] if the directory cannot be created or read.
+    pub fn open(config: &FileSinkConfig) -> Result<Self, SinkError> {
+        let dir = config.path.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| SinkError::io("creating", &dir, e))?;
+        let entries = std::fs::read_dir(&dir).map_err(|e| SinkError::io("reading", &dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| SinkError::io("reading", &dir, e))?;
+            let name = entry.file_name();
+            if let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(OPEN_SUFFIX)) {
+                let done = dir.join(format!("{stem}{DONE_SUFFIX}"));
+                std::fs::rename(entry.path(), &done)
+                    .map_err(|e| SinkError::io("closing a file left open in", &dir, e))?;
+            }
+        }
+        sync_dir(&dir)?;
+        Ok(FileSink {
+            state: Arc::new(Mutex::new(State {
+                dir,
+                rotation: Rotation {
+                    max_bytes: config.rotate.bytes.bytes(),
+                    max_age: config.rotate.age.map(|d| d.get()),
+                },
+                started_ms: crate::record::now_ms(),
+                seq: 0,
+                open: None,
+                buf: Vec::new(),
+                broken: false,
+            })),
+        })
+    }
+}
+
+impl Sink for FileSink {
+    /// Writes and fsyncs a batch; rotates when due.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Io`]; the batch is not stored and the next write starts a new file.
+    ///
+    /// # Cancel safety
+    ///
+    /// The write finishes on a blocking thread even if this future is dropped; it is
+    /// then not acknowledged and will be written again.
+    async fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
+        let state = Arc::clone(&self.state);
+        let records = Arc::clone(batch);
+        let next = batch.next_offset;
+        let (written, rejected) = tokio::task::spawn_blocking(move || {
+            let mut state = lock(&state);
+            let mut rejected = Vec::new();
+            let result = state.write(&records.records, &mut rejected);
+            (result.map(|()| next), rejected)
+        })
+        .await
+        .map_err(|_| SinkError::Cancelled)?;
+        let unencodable = rejected.len() as u64;
+        rejects.extend(rejected);
+        Ok(Written {
+            durable_through: Some(written?),
+            unencodable,
+            buffered_bytes: 0,
+        })
+    }
+
+    /// Rotates the open file if it is older than `rotate.age`.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Io`] if closing it failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the rotation finishes on a blocking thread.
+    async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || {
+            let mut state = lock(&state);
+            let due = state
+                .open
+                .as_ref()
+                .is_some_and(|o| state.rotation.due(o.bytes, o.opened, Instant::now()));
+            if due {
+                state.close()?;
+            }
+            Ok(None)
+        })
+        .await
+        .map_err(|_| SinkError::Cancelled)?
+    }
+
+    /// Closes the open file (shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::Io`] if closing it failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the close finishes on a blocking thread.
+    async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || lock(&state).close().map(|()| None))
+            .await
+            .map_err(|_| SinkError::Cancelled)?
+    }
+}
+
+impl State {
+    fn write(
+        &mut self,
+        records: &[crate::record::Record],
+        rejected: &mut Vec<Unencodable>,
+    ) -> Result<(), SinkError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        for record in records {
+            if let Err(reason) = record.write_ndjson(&mut buf) {
+                rejected.push(Unencodable {
+                    record: record.clone(),
+                    reason,
+                });
+            }
+        }
+        let result = self.write_bytes(&buf);
+        self.buf = buf;
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), SinkError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if self.broken {
+            // Leave the damaged file as it is (closed, renamed) and start a new one.
+            self.broken = false;
+            self.close()?;
+        }
+        if self.open.is_none() {
+            self.open = Some(self.create()?);
+        }
+        let rotation = self.rotation;
+        let Some(open) = self.open.as_mut() else {
+            return Ok(());
+        };
+        open.file
+            .write_all(bytes)
+            .map_err(|e| SinkError::io("writing", &open.path, e))?;
+        open.file
+            .sync_data()
+            .map_err(|e| SinkError::io("syncing", &open.path, e))?;
+        open.bytes += bytes.len() as u64;
+        if rotation.due(open.bytes, open.opened, Instant::now()) {
+            self.close()?;
+        }
+        Ok(())
+    }
+
+    fn create(&mut self) -> Result<OpenFile, SinkError> {
+        let stem = file_stem(self.started_ms, self.seq);
+        self.seq += 1;
+        let path = self.dir.join(format!("{stem}{OPEN_SUFFIX}"));
+        let file = File::options()
+            .create_new(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SinkError::io("creating", &path, e))?;
+        sync_dir(&self.dir)?;
+        Ok(OpenFile {
+            file,
+            path,
+            stem,
+            bytes: 0,
+            opened: Instant::now(),
+        })
+    }
+
+    /// Fsyncs, renames to `.ndjson`, fsyncs the directory.
+    fn close(&mut self) -> Result<(), SinkError> {
+        let Some(open) = self.open.take() else {
+            return Ok(());
+        };
+        open.file
+            .sync_all()
+            .map_err(|e| SinkError::io("syncing", &open.path, e))?;
+        let done = self.dir.join(format!("{}{DONE_SUFFIX}", open.stem));
+        std::fs::rename(&open.path, &done).map_err(|e| SinkError::io("renaming", &open.path, e))?;
+        sync_dir(&self.dir)
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SinkError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| SinkError::io("syncing directory", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::record::Record;
+
+    fn config(dir: &Path, bytes: u64) -> FileSinkConfig {
+        FileSinkConfig {
+            path: dir.join("out"),
+            rotate: crate::sinks::rotate::Rotate {
+                bytes: crate::keys::ByteSize::new(bytes).unwrap(),
+                age: None,
+            },
+        }
+    }
+
+    fn record(i: u32, payload: &'static [u8]) -> Record {
+        Record {
+            source: "g".into(),
+            key: format!("k{i}"),
+            timestamp_ms: 1,
+            payload: Bytes::from_static(payload),
+            attributes: Vec::new(),
+        }
+    }
+
+    fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().ends_with(suffix))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test]
+    async fn writes_rotates_and_rejects_binary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = config(tmp.path(), 150);
+        let mut sink = FileSink::open(&cfg).unwrap();
+        let mut rejects = Vec::new();
+        let batch = Arc::new(SinkBatch {
+            records: vec![
+                record(1, b"{\"a\":1}"),
+                record(2, b"\xff"),
+                record(3, b"text"),
+            ],
+            next_offset: 3,
+            bytes: 0,
+        });
+        let w = sink.write(&batch, &mut rejects).await.unwrap();
+        assert_eq!(
+            w,
+            Written {
+                durable_through: Some(3),
+                unencodable: 1,
+                buffered_bytes: 0,
+            }
+        );
+        assert_eq!(rejects.len(), 1);
+        assert_eq!(rejects[0].record.key, "k2");
+        assert_eq!(files(&cfg.path, OPEN_SUFFIX).len(), 1);
+        // The second batch crosses 150 bytes: the file is closed.
+        sink.write(&batch, &mut rejects).await.unwrap();
+        let done = files(&cfg.path, DONE_SUFFIX);
+        assert_eq!(done.len(), 1);
+        assert!(files(&cfg.path, OPEN_SUFFIX).is_empty());
+        let text = std::fs::read_to_string(&done[0]).unwrap();
+        assert_eq!(text.lines().count(), 4);
+        for line in text.lines() {
+            serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_left_open_is_closed_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = config(tmp.path(), 1 << 20);
+        let mut sink = FileSink::open(&cfg).unwrap();
+        let batch = Arc::new(SinkBatch {
+            records: vec![record(1, b"1")],
+            next_offset: 1,
+            bytes: 1,
+        });
+        sink.write(&batch, &mut Vec::new()).await.unwrap();
+        drop(sink); // a crash: never finished
+        let _again = FileSink::open(&cfg).unwrap();
+        assert!(files(&cfg.path, OPEN_SUFFIX).is_empty());
+        assert_eq!(files(&cfg.path, DONE_SUFFIX).len(), 1);
+    }
+}

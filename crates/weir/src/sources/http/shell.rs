@@ -1,0 +1,287 @@
+//! The `http` source's tokio task (see the [module docs](super)).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::sync::watch;
+use weir_flow::semaphore::{Semaphore, SemaphoreConfig};
+use weir_wal::{AppendError, Batch};
+
+use super::config::HttpSourceConfig;
+use super::core::{BodyKind, authorized, body_kind, split_ndjson};
+use crate::pipeline::ingest::{AdmitError, Ingest};
+use crate::pipeline::stats::add;
+use crate::record::Record;
+use crate::sources::{SourceContext, StartSource};
+
+/// What `Retry-After` says, in seconds.
+const RETRY_AFTER_SECS: &str = "1";
+
+struct Shared {
+    name: Arc<str>,
+    ingest: Ingest,
+    max_body: u64,
+    admission_timeout: Duration,
+    body_timeout: Duration,
+    token: Option<String>,
+    requests: Semaphore,
+}
+
+/// Reads the bearer token from `auth_token_env` (at startup, so a missing variable is a
+/// startup error).
+///
+/// # Errors
+///
+/// A message naming the key and the variable if it is not set.
+pub fn token(name: &str, config: &HttpSourceConfig) -> Result<Option<String>, String> {
+    let Some(var) = &config.auth_token_env else {
+        return Ok(None);
+    };
+    match std::env::var(var) {
+        Ok(token) if !token.is_empty() => Ok(Some(token)),
+        _ => Err(format!(
+            "sources.{name}.auth_token_env: the environment variable {var} is not set (or empty); \
+             export it with the bearer token clients must send"
+        )),
+    }
+}
+
+impl StartSource for HttpSourceConfig {
+    /// The bound listener and the bearer token, if one is configured.
+    type Checked = (tokio::net::TcpListener, Option<String>);
+
+    async fn check(&self, name: &str) -> anyhow::Result<Self::Checked> {
+        use anyhow::Context as _;
+        let token = token(name, self).map_err(anyhow::Error::msg)?;
+        let listener = tokio::net::TcpListener::bind(self.listen)
+            .await
+            .with_context(|| format!("sources.{name}.listen: binding {}", self.listen))?;
+        Ok((listener, token))
+    }
+
+    async fn start(self, (listener, token): Self::Checked, cx: SourceContext) {
+        {
+            let stats = Arc::clone(cx.ingest.stats_arc());
+            let name = Arc::clone(&cx.name);
+            match run(cx.name, self, token, listener, cx.ingest, cx.stop).await {
+                Err(e) => {
+                    tracing::error!("source {name}: serving failed: {e}");
+                    stats
+                        .component
+                        .set_state(crate::telemetry::State::Failed(e.to_string()));
+                }
+                Ok(()) => stats.component.set_state(crate::telemetry::State::Stopped),
+            }
+        }
+    }
+}
+
+/// Serves the source on `listener` until `stop` turns true; in-flight requests are
+/// answered before it returns.
+///
+/// # Cancel safety
+///
+/// Not meant to be cancelled; stop it through `stop`.
+pub async fn run(
+    name: Arc<str>,
+    config: HttpSourceConfig,
+    token: Option<String>,
+    listener: tokio::net::TcpListener,
+    ingest: Ingest,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let shared = Arc::new(Shared {
+        name,
+        ingest,
+        max_body: config.max_body.bytes(),
+        admission_timeout: config.admission_timeout,
+        body_timeout: config.body_timeout.get(),
+        token,
+        requests: Semaphore::new(SemaphoreConfig::new(u64::from(
+            config.max_concurrent_requests.get(),
+        ))),
+    });
+    let app = axum::Router::new()
+        .route(&config.path, axum::routing::post(ingest_handler))
+        .with_state(shared);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { crate::pipeline::stopped(&mut stop).await })
+        .await
+}
+
+fn answer(status: StatusCode, body: serde_json::Value) -> Response {
+    let mut response = (status, axum::Json(body)).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
+    answer(status, serde_json::json!({ "error": message.to_string() }))
+}
+
+async fn ingest_handler(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let stats = shared.ingest.stats();
+    let response = handle(&shared, &headers, body).await;
+    if response.status() != StatusCode::OK {
+        add(&stats.refused_requests, 1);
+    }
+    response
+}
+
+async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let deadline = started + shared.admission_timeout;
+    let Ok(_request) = shared.requests.try_acquire(1) else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many requests in flight (max_concurrent_requests); retry later",
+        );
+    };
+    if let Some(token) = &shared.token
+        && !authorized(
+            headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
+            token,
+        )
+    {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "expected Authorization: Bearer <token>",
+        );
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared
+        && len > shared.max_body
+    {
+        return too_large(shared.max_body, Some(len));
+    }
+    let read = tokio::time::timeout(shared.body_timeout, read_capped(body, shared.max_body));
+    let body = match read.await {
+        Ok(Ok(body)) => body,
+        Err(_elapsed) => return body_timed_out(shared.body_timeout),
+        Ok(Err(Capped::TooLarge)) => return too_large(shared.max_body, None),
+        Ok(Err(Capped::Io(e))) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("reading the body failed: {e}"),
+            );
+        }
+    };
+    let kind = body_kind(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let payloads = match kind {
+        BodyKind::Raw => vec![body],
+        BodyKind::Ndjson => match split_ndjson(&body) {
+            Ok(p) => p,
+            Err(bad) => return error(StatusCode::BAD_REQUEST, bad),
+        },
+    };
+    if payloads.is_empty() {
+        return answer(StatusCode::OK, serde_json::json!({ "accepted": 0 }));
+    }
+    let now_ms = crate::record::now_ms();
+    let mut batch = Batch::new();
+    let mut wire = Vec::new();
+    for payload in &payloads {
+        let record = Record {
+            source: Arc::clone(&shared.name),
+            key: String::new(),
+            timestamp_ms: now_ms,
+            payload: payload.clone(),
+            attributes: Vec::new(),
+        };
+        wire.clear();
+        record.encode_into(&mut wire);
+        if let Err(e) = batch.push(&wire) {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, e);
+        }
+    }
+    let admission = match shared
+        .ingest
+        .admit(batch.encoded_len(), Some(deadline))
+        .await
+    {
+        Ok(a) => a,
+        Err(e @ AdmitError::TooLarge { .. }) => return error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+    };
+    match admission.append(batch).await {
+        Ok(offsets) => answer(
+            StatusCode::OK,
+            serde_json::json!({ "accepted": offsets.end - offsets.start }),
+        ),
+        Err(e @ AppendError::TooLarge { .. }) => error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+/// 408, closing the connection: the rest of the body may still be on its way, so the
+/// connection cannot carry another request.
+fn body_timed_out(timeout: Duration) -> Response {
+    let mut response = error(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "the body did not arrive within body_timeout ({}); send it faster, send less, \
+             or raise body_timeout",
+            humantime::format_duration(timeout)
+        ),
+    );
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+fn too_large(max: u64, declared: Option<u64>) -> Response {
+    let found = declared.map_or_else(|| "more".to_owned(), |len| format!("{len} bytes"));
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the body is larger than max_body ({max} bytes): found {found}; split it"),
+    )
+}
+
+enum Capped {
+    TooLarge,
+    Io(axum::Error),
+}
+
+/// Reads the body, refusing as soon as it passes `max` bytes.
+async fn read_capped(body: Body, max: u64) -> Result<Bytes, Capped> {
+    let mut stream = body.into_data_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(Capped::Io)?;
+        if (buf.len() + chunk.len()) as u64 > max {
+            return Err(Capped::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}

@@ -1,0 +1,570 @@
+//! The `mqtt` source's tokio task (see the [module docs](super)).
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use tokio::sync::{Notify, watch};
+use weir_flow::FlowStats;
+use weir_wal::{AppendError, Batch};
+
+use super::client;
+use super::client::{Acker, Connection, Event};
+use super::config::{MqttConfig, Qos};
+use super::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use crate::pipeline::ingest::Ingest;
+use crate::pipeline::stats::Detail;
+use crate::quarantine::Quarantine;
+use crate::sources::{SourceContext, StartSource};
+use crate::telemetry::{State, Telemetry};
+
+impl StartSource for MqttConfig {
+    type Checked = ();
+
+    /// Unset credential variables and a bad `ca_file` fail here, before anything runs.
+    async fn check(&self, name: &str) -> anyhow::Result<()> {
+        client::build(self).map_err(|e| anyhow::anyhow!("sources.{name}.{e}"))?;
+        Ok(())
+    }
+
+    fn start(self, (): (), cx: SourceContext) -> impl Future<Output = ()> + Send + 'static {
+        let shared = Shared::new(&cx.name, &self);
+        register(&cx.name, &shared, &cx.telemetry);
+        let detail = Arc::clone(&shared);
+        let _ = cx.ingest.stats().detail.set(Detail(Arc::new(move || {
+            serde_json::to_value(detail.status()).unwrap_or_default()
+        })));
+        run(cx.name, self, cx.ingest, cx.quarantine, shared, cx.stop)
+    }
+}
+
+/// Records per unit appended to the WAL.
+const UNIT_RECORDS: usize = 1024;
+/// Payload bytes per unit (about).
+const UNIT_BYTES: u64 = 1024 * 1024;
+/// Units on their way to durability at once: one, so that records reach the WAL in
+/// the order they arrived (per-topic order for the sinks). Throughput still scales: a
+/// unit takes everything that arrived while the previous one was made durable (group
+/// commit), up to [`UNIT_RECORDS`].
+const UNITS_IN_FLIGHT: usize = 1;
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Wait after the guard dropped the connection, before reconnecting.
+const GUARD_BACKOFF: Duration = Duration::from_secs(1);
+/// Wait before retrying a unit the WAL refused (`on_full = "reject"`).
+const REFUSED_RETRY: Duration = Duration::from_millis(200);
+/// How long, at shutdown, units still waiting for admission may wait.
+const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
+
+/// What the two tasks and `/status` share.
+#[derive(Debug)]
+pub struct Shared {
+    ledger: Mutex<Ledger>,
+    work: Notify,
+}
+
+impl Shared {
+    /// The shared state of source `name`.
+    pub fn new(name: &Arc<str>, config: &MqttConfig) -> Arc<Self> {
+        Arc::new(Shared {
+            ledger: Mutex::new(Ledger::new(LedgerConfig {
+                source: Arc::clone(name),
+                window: u64::from(config.expected_broker_window.get()),
+                guard_limit: config.guard_limit(),
+                max_message_bytes: config.max_message_bytes.bytes(),
+                qos0_max_bytes: config.qos0_queue_bytes.bytes(),
+            })),
+            work: Notify::new(),
+        })
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The counters now (for `/status`).
+    pub fn status(&self) -> MqttStatus {
+        self.ledger().status()
+    }
+}
+
+/// Registers the source's queues (`sources.NAME.window`: unacked QoS 1/2 messages
+/// against the window; `sources.NAME.qos0_queue`: QoS 0 messages held against
+/// `qos0_queue_bytes`) and metrics: drops, unacked, reconnects, disconnects by reason.
+pub fn register(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
+    let s = Arc::clone(shared);
+    let window = s.status().window;
+    telemetry.register_queue(
+        &format!("sources.{name}.window"),
+        Some(window),
+        None,
+        move || {
+            let m = s.status();
+            // Acked, or unacked now; messages of lost connections are the broker's again.
+            let mut f = FlowStats::default();
+            f.offered = m.acked + m.unacked;
+            f.accepted = f.offered;
+            f.delivered = m.acked;
+            f.depth = m.unacked;
+            f.max_depth = m.max_unacked;
+            f
+        },
+    );
+    let s = Arc::clone(shared);
+    let max_bytes = s.status().qos0_queue_max_bytes;
+    telemetry.register_queue(
+        &format!("sources.{name}.qos0_queue"),
+        None,
+        Some(max_bytes),
+        move || {
+            let m = s.status();
+            let mut f = FlowStats::default();
+            f.offered = m.qos0_received;
+            f.accepted = m.qos0_received - m.qos0_dropped;
+            f.delivered = f.accepted - m.qos0_queue_messages;
+            f.dropped_newest = m.qos0_dropped;
+            f.depth = m.qos0_queue_messages;
+            f.bytes = m.qos0_queue_bytes;
+            f
+        },
+    );
+    register_metrics(name, shared, telemetry);
+}
+
+fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
+    type Field = fn(&MqttStatus) -> u64;
+    type Label<'a> = Option<(&'a str, &'a str)>;
+    let counters: [(&str, &str, Label<'_>, Field); 5] = [
+        (
+            "weir_source_dropped_total",
+            "Records a source dropped by policy, by reason.",
+            Some(("reason", "qos0_queue_full")),
+            |s| s.qos0_dropped,
+        ),
+        (
+            "weir_source_dropped_total",
+            "Records a source dropped by policy, by reason.",
+            Some(("reason", "shutdown")),
+            |s| s.qos0_dropped_at_shutdown,
+        ),
+        (
+            "weir_mqtt_reconnects_total",
+            "Connections to the broker made after the first.",
+            None,
+            |s| s.reconnects,
+        ),
+        (
+            "weir_mqtt_disconnects_total",
+            "Connections to the broker lost, by reason.",
+            Some(("reason", "unacked_guard")),
+            |s| s.guard_disconnects,
+        ),
+        (
+            "weir_mqtt_disconnects_total",
+            "Connections to the broker lost, by reason.",
+            Some(("reason", "connection_error")),
+            |s| s.connection_errors,
+        ),
+    ];
+    for (metric, help, label, field) in counters {
+        let mut labels = vec![("source", name)];
+        labels.extend(label);
+        let s = Arc::clone(shared);
+        telemetry.register_counter_fn(metric, help, &labels, move || field(&s.status()));
+    }
+    let gauges: [(&str, &str, Field); 3] = [
+        (
+            "weir_mqtt_unacked",
+            "QoS 1/2 messages received and not yet acked (waiting for durability).",
+            |s| s.unacked,
+        ),
+        (
+            "weir_mqtt_window",
+            "The broker's expected inflight window (expected_broker_window).",
+            |s| s.window,
+        ),
+        (
+            "weir_mqtt_qos0_queue_bytes",
+            "QoS 0 payload bytes held on their way to the WAL.",
+            |s| s.qos0_queue_bytes,
+        ),
+    ];
+    for (metric, help, field) in gauges {
+        let s = Arc::clone(shared);
+        #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
+        telemetry.register_gauge_fn(metric, help, &[("source", name)], move || {
+            field(&s.status()) as f64
+        });
+    }
+}
+
+/// Runs the source until `stop` turns true.
+///
+/// # Cancel safety
+///
+/// Not meant to be cancelled; stop it through `stop`.
+pub async fn run(
+    name: Arc<str>,
+    config: MqttConfig,
+    ingest: Ingest,
+    quarantine: Quarantine,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) {
+    let (connection, acker) = match client::build(&config) {
+        Ok(pair) => pair,
+        Err(e) => {
+            let message = format!("sources.{name}.{e}");
+            tracing::error!("{message}");
+            ingest.stats().component.set_state(State::Failed(message));
+            return;
+        }
+    };
+    let (done_tx, done_rx) = watch::channel(false);
+    let appender = tokio::spawn(append_loop(
+        Arc::clone(&name),
+        ingest.clone(),
+        acker,
+        quarantine,
+        Arc::clone(&shared),
+        stop.clone(),
+        done_tx,
+    ));
+    connection_loop(&name, &config, connection, &ingest, &shared, stop, done_rx).await;
+    let _ = appender.await;
+    ingest.stats().component.set_state(State::Stopped);
+}
+
+/// Polls the event loop: the only await in the loop is the poll (and the backoff
+/// after an error, when there is no connection to keep alive).
+async fn connection_loop(
+    name: &str,
+    config: &MqttConfig,
+    mut connection: Connection,
+    ingest: &Ingest,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+    mut appender_done: watch::Receiver<bool>,
+) {
+    let component = &ingest.stats().component;
+    let has_qos2 = config.topics.iter().any(|t| t.qos == Qos::ExactlyOnce);
+    let mut failures = 0u32;
+    let mut subscribed = false;
+    let mut stopping = false;
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = crate::pipeline::stopped(&mut stop), if !stopping => {
+                // Keep polling until the appender has made durable what it holds and
+                // queued its acks; take nothing new meanwhile.
+                stopping = true;
+                continue;
+            }
+            _ = appender_done.wait_for(|d| *d), if stopping => break,
+            event = connection.poll() => event,
+        };
+        match event {
+            Ok(Event::Connected { session_present }) => {
+                failures = 0;
+                shared.ledger().on_connect(session_present);
+                if session_present && has_qos2 {
+                    connection.expect_pubrels();
+                }
+                // Subscribe on the first connection of this run (the config may have
+                // changed since the session was made) and whenever the broker lost it.
+                if !subscribed || !session_present {
+                    match connection.subscribe(config) {
+                        Ok(()) => subscribed = true,
+                        Err(e) => tracing::warn!("source {name}: subscribing failed: {e}"),
+                    }
+                }
+                component.set_state(State::Running);
+                tracing::info!(
+                    source = name,
+                    "mqtt: connected to {}:{} (session present: {session_present})",
+                    config.url.host,
+                    config.url.port
+                );
+            }
+            Ok(Event::Publish(message)) => {
+                if stopping {
+                    // Not kept: QoS 1/2 is not acked, so the broker redelivers it next
+                    // time; QoS 0 is counted as dropped at shutdown.
+                    shared.ledger().discard_at_shutdown(&message);
+                    continue;
+                }
+                let offer = shared.ledger().offer(message, now_ms());
+                match offer {
+                    Offer::Queued | Offer::Oversized | Offer::Duplicate => {
+                        shared.work.notify_one();
+                    }
+                    Offer::Dropped => {}
+                    Offer::Guard => {
+                        offer_stale(shared, connection.drop_connection());
+                        let limit = config.guard_limit();
+                        tracing::warn!(
+                            source = name,
+                            "mqtt: more than {limit} messages unacked (expected_broker_window {} × \
+                             unacked_guard_multiple {}): the broker's window is larger than configured; \
+                             dropped the connection, reconnecting in {GUARD_BACKOFF:?}. Set \
+                             expected_broker_window to the broker's max_inflight_messages",
+                            config.expected_broker_window,
+                            config.unacked_guard_multiple,
+                        );
+                        tokio::select! {
+                            () = crate::pipeline::stopped(&mut stop) => stopping = true,
+                            () = tokio::time::sleep(GUARD_BACKOFF) => {}
+                        }
+                    }
+                }
+            }
+            Ok(Event::SubscriptionRefused(refused)) => {
+                let list = refused
+                    .iter()
+                    .map(|(i, reason)| {
+                        let filter = config.topics.get(*i).map_or("?", |t| t.filter.as_str());
+                        format!("{filter:?} ({reason})")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let message = format!(
+                    "the broker refused the subscriptions {list}; check the broker's ACL and the filters in sources.{name}.topics"
+                );
+                tracing::error!(source = name, "mqtt: {message}");
+                component.set_state(State::Failed(message));
+            }
+            Ok(Event::Other) => {}
+            Err(error) => {
+                if stopping {
+                    break;
+                }
+                failures = failures.saturating_add(1);
+                let delay = client::backoff(failures, MAX_BACKOFF);
+                {
+                    let mut ledger = shared.ledger();
+                    if ledger.status().connected {
+                        ledger.on_disconnect(Some(error.clone()));
+                    } else {
+                        ledger.on_connect_error(error.clone());
+                    }
+                }
+                offer_stale(shared, connection.take_stale());
+                tracing::warn!(
+                    source = name,
+                    "mqtt: {error}; reconnecting to {}:{} in {delay:?}",
+                    config.url.host,
+                    config.url.port
+                );
+                component.set_state(State::Failed(format!(
+                    "disconnected from {}:{} ({error}); reconnecting",
+                    config.url.host, config.url.port
+                )));
+                tokio::select! {
+                    () = crate::pipeline::stopped(&mut stop) => stopping = true,
+                    () = tokio::time::sleep(delay) => {}
+                }
+                if stopping {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Takes the QoS 0 messages read off a connection that is gone (QoS 1/2 ones were
+/// discarded: the broker redelivers them).
+fn offer_stale(shared: &Shared, messages: Vec<super::core::Message>) {
+    if messages.is_empty() {
+        return;
+    }
+    let now = now_ms();
+    {
+        let mut ledger = shared.ledger();
+        for message in messages {
+            let _ = ledger.offer(message, now);
+        }
+    }
+    shared.work.notify_one();
+}
+
+/// Takes units from the ledger, makes them durable, sends the acks that fall due.
+async fn append_loop(
+    name: Arc<str>,
+    ingest: Ingest,
+    acker: Acker,
+    quarantine: Quarantine,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    done: watch::Sender<bool>,
+) {
+    let mut in_flight = FuturesOrdered::new();
+    let mut stopping = false;
+    loop {
+        while in_flight.len() < UNITS_IN_FLIGHT {
+            let Some(unit) = shared.ledger().take(UNIT_RECORDS, UNIT_BYTES) else {
+                break;
+            };
+            let unit_done = unit.done();
+            let task = tokio::spawn(make_durable(
+                Arc::clone(&name),
+                unit,
+                ingest.clone(),
+                ingest.max_batch_bytes(),
+                quarantine.clone(),
+                stopping,
+            ));
+            in_flight.push_back(async move { (unit_done, task.await) });
+        }
+        if stopping && in_flight.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some((unit, outcome)) = in_flight.next(), if !in_flight.is_empty() => match outcome {
+                Ok(Ok(done)) => shared.ledger().complete(&done),
+                Ok(Err(message)) if stopping => {
+                    // Shutting down and the WAL did not take it in time: QoS 1/2 is not
+                    // acked, so the broker redelivers it to the next run; QoS 0 is lost,
+                    // and counted.
+                    shared.ledger().lost_at_shutdown(&unit);
+                    tracing::info!(source = %name, "mqtt: at shutdown, {message}; the broker keeps what was not acked, {} QoS 0 messages are dropped", unit.qos0_messages);
+                    break;
+                }
+                Ok(Err(message)) => {
+                    // The WAL is closed or poisoned: nothing more becomes durable, and
+                    // nothing unacked is acked; the broker keeps it.
+                    tracing::error!(source = %name, "mqtt: {message}");
+                    ingest.stats().component.set_state(State::Failed(message));
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(source = %name, "mqtt: append task failed: {e}");
+                    break;
+                }
+            },
+            () = shared.work.notified(), if !stopping => {}
+            () = crate::pipeline::stopped(&mut stop), if !stopping => stopping = true,
+        }
+        let acks = shared.ledger().ready_acks(now_ms());
+        for token in acks {
+            if let Err(e) = acker.ack(token).await {
+                tracing::debug!(source = %name, "mqtt: ack not sent: {e}");
+            }
+        }
+    }
+    let _ = done.send(true);
+}
+
+/// Makes one unit durable: a quarantine write, or WAL appends retried while the WAL
+/// refuses them for room. The WAL admits at most `max_batch_bytes`
+/// ([`Ingest::max_batch_bytes`]) at once, and a unit may hold more (up to [`UNIT_RECORDS`]
+/// records or about [`UNIT_BYTES`] of payload): it is then appended in batches below
+/// that, one after the other, and its acks wait for the last. Returns what completing
+/// it releases.
+async fn make_durable(
+    name: Arc<str>,
+    unit: Unit,
+    ingest: Ingest,
+    max_batch_bytes: u64,
+    quarantine: Quarantine,
+    stopping: bool,
+) -> Result<Done, String> {
+    let done = unit.done();
+    let work = unit.work;
+    let mut batches = Vec::new();
+    let mut batch = Batch::new();
+    let mut wire = Vec::new();
+    for item in work {
+        match item {
+            Work::Append(record) => {
+                wire.clear();
+                record.encode_into(&name, &mut wire);
+                let framed = weir_wal::format::FRAME_HEADER_LEN + wire.len() as u64;
+                if framed > max_batch_bytes {
+                    // Payload within max_message_bytes, but with its topic and
+                    // attributes too large for one admission: never wedge the window.
+                    let reason = format!(
+                        "mqtt message on topic {:?}: its record is {framed} bytes with topic and attributes, \
+                         above the WAL's batch limit ({max_batch_bytes}: wal.max_pending_bytes, and at most half of wal.max_disk); lower max_message_bytes or raise those",
+                        record.topic
+                    );
+                    quarantine_message(&name, &quarantine, record.topic, record.payload, reason)
+                        .await?;
+                    continue;
+                }
+                if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
+                    batches.push(std::mem::replace(&mut batch, Batch::new()));
+                }
+                if let Err(e) = batch.push(&wire) {
+                    return Err(format!("a record does not fit the WAL: {e}"));
+                }
+            }
+            Work::Quarantine {
+                topic,
+                payload,
+                reason,
+            } => quarantine_message(&name, &quarantine, topic, payload, reason).await?,
+        }
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    for batch in batches {
+        append(&ingest, batch, stopping).await?;
+    }
+    Ok(done)
+}
+
+/// Writes a message the WAL cannot take to the quarantine (fsynced), so that it can be
+/// acked. A full or failing quarantine is logged and counted there; the message is
+/// still acked so the window is never wedged.
+async fn quarantine_message(
+    name: &Arc<str>,
+    quarantine: &Quarantine,
+    topic: String,
+    payload: bytes::Bytes,
+    reason: String,
+) -> Result<(), String> {
+    let q = quarantine.clone();
+    let source = Arc::clone(name);
+    let written = tokio::task::spawn_blocking(move || {
+        q.put(&source, &reason, &payload).and_then(|()| q.sync())
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => {
+            tracing::warn!(source = %name, "mqtt: quarantined a message on {topic:?}");
+        }
+        Ok(Err(e)) => {
+            tracing::error!(source = %name, "mqtt: quarantining a message on {topic:?} failed, acked anyway so the window is not wedged: {e}");
+        }
+        Err(e) => return Err(format!("quarantine task failed: {e}")),
+    }
+    Ok(())
+}
+
+/// Appends one batch to the WAL, retried while the WAL refuses it for room.
+async fn append(ingest: &Ingest, mut batch: Batch, stopping: bool) -> Result<(), String> {
+    loop {
+        let deadline = stopping.then(|| std::time::Instant::now() + SHUTDOWN_ADMISSION);
+        let admission = match ingest.admit(batch.encoded_len(), deadline).await {
+            Ok(a) => a,
+            Err(e) => return Err(format!("the WAL did not admit a batch: {e}")),
+        };
+        match admission.append(batch).await {
+            Ok(_) => return Ok(()),
+            Err(AppendError::Full { batch: b, .. } | AppendError::Busy(b)) => {
+                // on_full = "reject": withhold the acks and try again; the broker's
+                // window holds the rest meanwhile.
+                batch = b;
+                tokio::time::sleep(REFUSED_RETRY).await;
+            }
+            Err(e) => return Err(format!("the WAL refused a batch: {e}")),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(crate::record::now_ms()).unwrap_or(0)
+}
