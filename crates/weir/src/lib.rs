@@ -9,11 +9,14 @@
 //! config     the file as a whole: [runtime], [wal], [quarantine], cross-checks, the inventory
 //! sources/   sinks/     one folder per component type, and the registry of types
 //! pipeline   what components share with the WAL: ingest, the sink driver, stats
-//! quarantine record telemetry logging keys
+//! quarantine logging   records that cannot be written; the bounded log writer
+//! telemetry  states, probes, counters; /status, /metrics, the dashboard
+//! keys       record     reading config keys; the record and its encodings
 //! weir-wal   weir-flow  (other crates)
 //! ```
 //!
-//! `ARCHITECTURE.md` at the crate's root says where each kind of change goes.
+//! `ARCHITECTURE.md` at the repository's root says where each kind of change goes;
+//! `tests/layers.rs` checks that every import points down.
 
 #![warn(missing_docs)]
 

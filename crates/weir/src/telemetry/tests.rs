@@ -463,12 +463,23 @@ async fn serve_answers_on_a_loopback_port_until_shutdown() {
                 .await
         }
     });
-    let report = tokio::task::spawn_blocking(move || {
-        crate::cmd::status::fetch_status(addr, Duration::from_secs(5))
-    })
-    .await
-    .expect("joined")
-    .expect("status over TCP");
+    let report: StatusReport = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream
+            .write_all(b"GET /status HTTP/1.1\r\nHost: weir\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("request");
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("answered in time")
+            .expect("read");
+        let answer = String::from_utf8(answer).expect("utf-8");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let (_, body) = answer.split_once("\r\n\r\n").expect("a body");
+        serde_json::from_str(body).expect("a status report")
+    };
     assert_eq!(report.config_hash, "sha256:feed");
     stop.send(()).expect("server waiting");
     server.await.expect("joined").expect("served");
