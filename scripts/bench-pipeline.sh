@@ -32,16 +32,29 @@
 # Ratios printed at the end: pipeline out / no-WAL = what the WAL (write, fsync, read
 # back, cursor commits) costs end to end; pipeline in / raw WAL = how close the source
 # side gets to what the WAL alone appends.
+#
+# WEIR_BIN=PATH runs that binary instead of building this tree's (scripts/bench-compare.sh
+# uses it to alternate two builds); WEIR_BENCH_CASES="max http" runs only those cases;
+# WEIR_BENCH_BASELINES=0 skips the baselines and ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
 connections="${WEIR_BENCH_HTTP_CONNECTIONS:-16}"
 overload_secs="${WEIR_BENCH_OVERLOAD_SECS:-60}"
+cases="${WEIR_BENCH_CASES:-max overload http}"
+baselines="${WEIR_BENCH_BASELINES:-1}"
 command -v wrk >/dev/null || apt-get install -y wrk >/dev/null
-cargo build --release -q -p weir
-bin="${CARGO_TARGET_DIR:-target}/release/weir"
-no_wal=$(cargo bench -q --no-run -p weir --bench no_wal --message-format=json |
-  sed -n 's/.*"executable":"\([^"]*no_wal[^"]*\)".*/\1/p' | tail -1)
+if [ -n "${WEIR_BIN:-}" ]; then
+  bin="$WEIR_BIN"
+else
+  cargo build --release -q -p weir
+  bin="${CARGO_TARGET_DIR:-target}/release/weir"
+fi
+if [ "$baselines" = 1 ]; then
+  no_wal=$(cargo bench -q --no-run -p weir --bench no_wal --message-format=json |
+    sed -n 's/.*"executable":"\([^"]*no_wal[^"]*\)".*/\1/p' | tail -1)
+fi
+wants() { [[ " $cases " == *" $1 "* ]]; }
 work="$(mktemp -d)"
 pid=
 # (`kill 0` would signal the whole process group: only kill a pid that is set.)
@@ -123,9 +136,13 @@ CONF
 echo "weir pipeline bench, $(nproc) cores, $(date -u +%FT%TZ), ${secs} s per case (overload ${overload_secs} s)"
 echo "MB/s = WAL-framed bytes (record + frame header); out = records out × framed size; CPU = weir's, 100% = one core"
 printf '%-9s %12s %12s %9s %9s %6s %10s %10s %12s\n' case "records/s in" "records/s out" "MB/s in" "MB/s out" CPU "peak RSS" estimate "RSS-estimate"
-run_case max "$secs" "$(generator_body "256 MiB" "64 MiB" "")"
-max_in_rps=$in_rps max_out_rps=$out_rps max_in_mbs=$in_mbs
-run_case overload "$overload_secs" "$(generator_body "64 MiB" "4 MiB" "rate = 2000")"
+if wants max; then
+  run_case max "$secs" "$(generator_body "256 MiB" "64 MiB" "")"
+  max_in_rps=$in_rps max_out_rps=$out_rps max_in_mbs=$in_mbs
+fi
+if wants overload; then
+  run_case overload "$overload_secs" "$(generator_body "64 MiB" "4 MiB" "rate = 2000")"
+fi
 
 # The HTTP load: wrk POSTs the same body on every connection and counts answers by
 # status in its response hook (one Lua state per thread; done() sums them).
@@ -161,6 +178,7 @@ LUA
 load_http() {
   cpu_of wrk -t1 -c"$connections" -d"${secs}s" --timeout 30s -s "$work/post.lua" "http://127.0.0.1:$http_port/ingest" >"$work/wrk.out"
 }
+if wants http; then
 run_case http "$secs" "
 [wal]
 max_disk = \"256 MiB\"
@@ -182,7 +200,9 @@ awk -v u="$wrk_cpu_user" -v s="$wrk_cpu_sys" -v c="$connections" '$1 == "WRK" {
   printf " latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; wrk CPU %.0f%%\n",
     $8, $16, $9, $10, 100 * (u + s) / dt
 }' "$work/wrk.out"
+fi
 
+[ "$baselines" = 1 ] && wants max && wants http || exit 0
 echo
 echo "baselines, same machine, same run:"
 cpu_of env WEIR_BENCH_SECS="$secs" "$no_wal" >"$work/no_wal.out"

@@ -67,11 +67,8 @@ pub fn read_type<'t>(
         return Some(t);
     }
     let quoted: Vec<String> = built.iter().map(|t| format!("{t:?}")).collect();
-    let mut message = units::mismatch(&format!("one of {}", quoted.join(", ")), value);
     let all: Vec<&str> = built.iter().copied().chain(not_built).collect();
-    if let Some(close) = text.and_then(|t| walk::closest(t, &all)) {
-        message.push_str(&format!(" (did you mean \"{close}\"?)"));
-    }
-    s.error("type", message);
+    let expected = format!("one of {}", quoted.join(", "));
+    s.error("type", units::choice_mismatch(&expected, value, &all));
     None
 }

@@ -164,6 +164,19 @@ pub fn mismatch(expected: &str, value: &Value) -> String {
     format!("expected {expected}, found {}", describe(value))
 }
 
+/// The message for a value that is not one of `choices`, with the closest choice when
+/// it looks like a typo.
+pub fn choice_mismatch(expected: &str, value: &Value, choices: &[&str]) -> String {
+    let mut message = mismatch(expected, value);
+    if let Some(close) = value
+        .as_str()
+        .and_then(|text| super::walk::closest(text, choices))
+    {
+        message.push_str(&format!(" (did you mean \"{close}\"?)"));
+    }
+    message
+}
+
 impl FromValue for bool {
     const EXPECTED: &'static str = "true or false";
     fn from_value(value: &Value) -> Result<Self, String> {
@@ -317,17 +330,11 @@ macro_rules! string_enum {
                 match value.as_str() {
                     Some($first) => Ok(Self::$first_variant),
                     $(Some($text) => Ok(Self::$variant),)*
-                    _ => {
-                        let mut message = $crate::keys::units::mismatch(Self::EXPECTED, value);
-                        let choices = [$first $(, $text)*];
-                        if let Some(close) = value
-                            .as_str()
-                            .and_then(|text| $crate::keys::walk::closest(text, &choices))
-                        {
-                            message.push_str(&format!(" (did you mean \"{close}\"?)"));
-                        }
-                        Err(message)
-                    }
+                    _ => Err($crate::keys::units::choice_mismatch(
+                        Self::EXPECTED,
+                        value,
+                        &[$first $(, $text)*],
+                    )),
                 }
             }
         }
@@ -367,15 +374,7 @@ macro_rules! serde_enum {
             const EXPECTED: &'static str = concat!("one of \"", $first, "\"" $(, ", \"", $text, "\"")*);
             fn from_value(value: &toml::Value) -> Result<Self, String> {
                 <$ty as serde::Deserialize>::deserialize(value.clone()).map_err(|_| {
-                    let mut message = $crate::keys::units::mismatch(Self::EXPECTED, value);
-                    let choices = [$first $(, $text)*];
-                    if let Some(close) = value
-                        .as_str()
-                        .and_then(|text| $crate::keys::walk::closest(text, &choices))
-                    {
-                        message.push_str(&format!(" (did you mean \"{close}\"?)"));
-                    }
-                    message
+                    $crate::keys::units::choice_mismatch(Self::EXPECTED, value, &[$first $(, $text)*])
                 })
             }
         }
