@@ -1,6 +1,7 @@
 //! The HTTP source's sans-IO part: what a body holds, and who may send it.
 
 use bytes::Bytes;
+use subtle::ConstantTimeEq;
 
 /// How a request body becomes records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,15 +73,9 @@ pub fn authorized(header: Option<&[u8]>, token: &str) -> bool {
     let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
         return false;
     };
-    let expected = token.as_bytes();
-    if given.len() != expected.len() {
-        return false;
-    }
-    given
-        .iter()
-        .zip(expected)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
+    // `ct_eq` on slices answers false at once for different lengths (the length is not
+    // the secret) and compares equal lengths in time independent of the bytes.
+    given.ct_eq(token.as_bytes()).into()
 }
 
 #[cfg(test)]
@@ -120,5 +115,12 @@ mod tests {
         assert!(!authorized(Some(b"Bearer s3cre"), "s3cret"));
         assert!(!authorized(Some(b"Basic s3cret"), "s3cret"));
         assert!(!authorized(None, "s3cret"));
+        assert!(!authorized(Some(b"Bearer s3cret2"), "s3cret"));
+        assert!(!authorized(Some(b"Bearer s3creT"), "s3cret"));
+        assert!(!authorized(Some(b"Bearer S3cret"), "s3cret"));
+        assert!(!authorized(Some(b"Bearer "), "s3cret"));
+        assert!(!authorized(Some(b"bearer s3cret"), "s3cret"));
+        assert!(!authorized(Some(b"Bearer  s3cret"), "s3cret"));
+        assert!(!authorized(Some(b""), "s3cret"));
     }
 }
