@@ -8,7 +8,8 @@
 //! # Layout
 //!
 //! ```text
-//! <dir>/LOCK                           exclusive lock (File::try_lock) while open
+//! <dir>/LOCK                           exclusive lock (File::try_lock), held by the
+//!                                      writer thread until it exits
 //! <dir>/00000000000000000000.seg       segments, named by their first offset
 //! <dir>/00000000000000001234.seg
 //! <dir>/cursors/<name>.cursor          one per sink, replaced atomically

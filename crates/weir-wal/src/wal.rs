@@ -19,7 +19,14 @@ use crate::writer::Writer;
 use weir_flow::semaphore::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
 
 /// A durable, segmented write-ahead log. Cheap to clone; every clone appends to the same
-/// log. The writer thread stops when the last clone is dropped (or [`Wal::close`]).
+/// log.
+///
+/// [`Wal::close`] stops the writer thread and waits for it. Dropping the last clone
+/// without `close` asks the writer to stop but does not wait: the drop never blocks (it
+/// may run on a runtime thread). The writer then finishes in the background what it was
+/// handed (written, fsynced, answered), and releases the directory lock only when it
+/// exits; so `close().await` before opening the same directory again, or that open may
+/// fail with [`OpenError::Locked`].
 ///
 /// # Examples
 ///
@@ -62,8 +69,8 @@ struct Inner {
     shared: Arc<Shared>,
     pending: Semaphore,
     max_batch_bytes: u64,
+    /// The writer thread; it owns the directory lock and releases it when it exits.
     writer: Mutex<Option<JoinHandle<()>>>,
-    _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for Shared {
@@ -107,9 +114,15 @@ impl Wal {
             appended_bytes: AtomicU64::new(0),
         });
         let writer = Writer::new(Arc::clone(&shared), opened.active);
+        let dir_lock = opened.lock;
         let handle = std::thread::Builder::new()
             .name("weir-wal-writer".into())
-            .spawn(move || writer.run())
+            .spawn(move || {
+                writer.run();
+                // Only now may another `Wal::open` take the directory: nothing writes it
+                // any more, even when the last handle was dropped without `close`.
+                drop(dir_lock);
+            })
             .map_err(|e| OpenError::io("starting the writer thread for", &config.dir, e))?;
         let pending = Semaphore::new(SemaphoreConfig {
             total: config.max_pending_bytes,
@@ -122,7 +135,6 @@ impl Wal {
                 pending,
                 max_batch_bytes: config.max_batch_bytes(),
                 writer: Mutex::new(Some(handle)),
-                _lock: opened.lock,
             }),
         };
         Ok((wal, report))
@@ -241,7 +253,10 @@ impl Wal {
     }
 
     /// Stops the writer after it has written, fsynced and answered every batch already
-    /// handed to it (appends still waiting for pending room fail with `Closed`).
+    /// handed to it (appends still waiting for pending room fail with `Closed`), and
+    /// waits for it to exit, on the blocking pool: once this returns, the directory is
+    /// unlocked and may be opened again. Other clones of this `Wal` stay usable as
+    /// handles, but their appends fail with [`AppendError::Closed`].
     ///
     /// # Cancel safety
     ///
@@ -263,11 +278,16 @@ impl Inner {
     }
 }
 
+/// Asks the writer to stop and returns at once, without joining it: a drop may run on a
+/// runtime thread, which must not wait for a thread that may be in an fsync. The writer
+/// finishes its queue and exits on its own (detached), releasing the directory lock.
+/// [`Wal::close`] is the way to wait for it.
 impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
-        if let Some(handle) = lock(&self.writer).take() {
-            let _ = handle.join();
-        }
     }
 }
+
+#[cfg(test)]
+#[path = "wal_tests.rs"]
+mod tests;

@@ -61,6 +61,9 @@ async fn reopen_and_read(dir: &Path) -> (weir_wal::OpenReport, Vec<(Option<Gap>,
         }
         out.push((batch.gap, batch.records.iter().map(|r| r.offset).collect()));
     }
+    // Unlocked when this returns: a test may open the directory again.
+    drop(reader);
+    wal.close().await;
     (report, out)
 }
 

@@ -183,7 +183,8 @@ fn run(seed: u64, kills: u64) {
             "kill {kill}: {new_acks} new acks, end {end}, cut {} bytes / {} records",
             report.truncated_bytes, report.truncated_records
         );
-        drop(wal);
+        // Wait for the writer to exit: the next child opens the same directory.
+        runtime.block_on(wal.close());
     }
     assert!(!acks.is_empty(), "the writer never acknowledged anything");
 }
