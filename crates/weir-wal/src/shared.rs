@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use hdrhistogram::Histogram;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::batch::Batch;
 use crate::config::SyncMode;
@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     pub inbox: Mutex<Inbox>,
     pub wake: Condvar,
     pub durable: watch::Sender<u64>,
+    /// Woken (`notify_waiters`) whenever room may have appeared in the disk budget:
+    /// segments deleted, or the log poisoned. See `Wal::room_freed`.
+    pub room: Notify,
     pub poisoned: AtomicBool,
     pub poison_cause: Mutex<Option<String>>,
     pub disk_bytes: AtomicU64,
@@ -65,6 +68,8 @@ impl Shared {
             *slot = Some(cause);
         }
         self.poisoned.store(true, Ordering::Release);
+        // `Wal::would_block` is false from now on: waiters must look again.
+        self.room.notify_waiters();
     }
 
     pub fn poison_error(&self) -> Option<AppendError> {

@@ -6,7 +6,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use hdrhistogram::Histogram;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::futures::Notified;
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::batch::Batch;
 use crate::config::{OnFull, WalConfig};
@@ -102,6 +103,7 @@ impl Wal {
             inbox: Mutex::new(Inbox::default()),
             wake: Condvar::new(),
             durable,
+            room: Notify::new(),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             disk_bytes: AtomicU64::new(disk),
@@ -240,6 +242,40 @@ impl Wal {
         }
         let core = shared.core();
         core.on_full == OnFull::Block && core.disk_bytes.saturating_add(bytes) > core.max_disk
+    }
+
+    /// A future that completes the next time room may have appeared in the disk budget:
+    /// the writer deleted segments (retention after a commit, or eviction), or the log
+    /// was poisoned (then [`would_block`](Self::would_block) is false). Nothing else
+    /// completes it: it is woken, never a timer.
+    ///
+    /// To wait for room without missing a wakeup, register first and check second:
+    /// create the future, pin it and [`enable`](Notified::enable) it, then call
+    /// `would_block`, and await the future only if there is still no room. A completion
+    /// says that room *may* have appeared (others may take it first): check again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # async fn example(wal: &weir_wal::Wal) {
+    /// let bytes = 4096;
+    /// loop {
+    ///     let freed = wal.room_freed();
+    ///     let mut freed = std::pin::pin!(freed);
+    ///     freed.as_mut().enable(); // registered: a wakeup from now on is not lost
+    ///     if !wal.would_block(bytes) {
+    ///         break;
+    ///     }
+    ///     freed.await; // in practice with a deadline, in a `select!`
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the future only waits; dropping it gives up nothing.
+    pub fn room_freed(&self) -> Notified<'_> {
+        self.inner.shared.room.notified()
     }
 
     /// Whether a failed write or fsync has poisoned the log.

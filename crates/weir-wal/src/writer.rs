@@ -292,8 +292,15 @@ impl Writer {
         }
     }
 
-    /// Deletes the `n` oldest segments (retention, or eviction by `drop_oldest`).
+    /// Deletes the `n` oldest segments (retention, or eviction by `drop_oldest`), then
+    /// wakes whoever waits for room in the budget ([`Shared::room`]).
     fn delete_front(&mut self, n: usize, evict: bool) -> bool {
+        let deleted = self.delete_front_files(n, evict);
+        self.shared.room.notify_waiters();
+        deleted
+    }
+
+    fn delete_front_files(&mut self, n: usize, evict: bool) -> bool {
         let firsts = {
             let mut core = self.shared.core();
             let firsts = core.pop_front(n, evict);

@@ -5,6 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{numbered, payload_for};
+use weir_wal::format::SEGMENT_HEADER_LEN;
 use weir_wal::{AppendError, CursorConfig, Gap, MaxLag, OnFull, ReadLimits, Wal, WalConfig};
 
 const SEGMENT: u64 = 2048;
@@ -94,6 +95,49 @@ async fn block_waits_for_the_slow_cursor_and_resumes() {
     let (gaps, offsets) = drain(&mut slow).await;
     assert!(gaps.is_empty());
     assert_eq!(offsets, (next..next + 4).collect::<Vec<_>>());
+    assert!(wal.stats().retention_deleted_segments > 0);
+}
+
+/// A waiter for room in the budget is woken by the commit whose retention frees it:
+/// `room_freed` completes because it is notified, never because a timer ran out (the
+/// timeouts here are only safety nets).
+#[tokio::test]
+async fn room_freed_wakes_a_waiter_when_retention_frees_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(config(dir.path(), OnFull::Block)).unwrap();
+    let mut slow = wal.reader("slow").unwrap();
+    let len = numbered(0, 2, SIZE).encoded_len();
+    // Room for a batch even if it opens a segment: every append below fits at once.
+    let wanted = len + SEGMENT_HEADER_LEN;
+    let mut next = 0;
+    while !wal.would_block(wanted) {
+        let append = wal.append(numbered(next, 2, SIZE));
+        tokio::time::timeout(Duration::from_secs(5), append)
+            .await
+            .expect("a batch that fits is not held")
+            .unwrap();
+        next += 2;
+        assert!(next < 1000, "never full");
+    }
+    let mut freed = std::pin::pin!(wal.room_freed());
+    freed.as_mut().enable();
+    assert!(
+        wal.would_block(wanted),
+        "registered, then checked: still full"
+    );
+    // Nothing frees room while the required cursor stays at 0.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), freed.as_mut())
+            .await
+            .is_err()
+    );
+    let (_, offsets) = drain(&mut slow).await;
+    assert_eq!(offsets.len() as u64, next);
+    slow.commit(next).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), freed)
+        .await
+        .expect("retention wakes the waiter");
+    assert!(!wal.would_block(wanted));
     assert!(wal.stats().retention_deleted_segments > 0);
 }
 

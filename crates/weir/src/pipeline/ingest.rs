@@ -8,14 +8,20 @@
 //!    [`DualSemaphore`] of `wal.channel_batches` (256) batches and
 //!    `wal.max_pending_bytes` (8 MiB) bytes.
 //!
-//! Both are futures (FIFO, cancel-safe): waiting never parks a thread. Then
+//! Both are futures (FIFO, cancel-safe): waiting never parks a thread. Under
+//! `on_full = "block"` with a deadline, admission also waits for room in the WAL's disk
+//! budget; that wait is woken by the WAL freeing room or by another batch giving its
+//! reservation back ([`Reserved`]), never polled. Then
 //! [`Admission::append`] hands the batch to the WAL's writer thread and resolves once
 //! the WAL reports it durable; only then may the source acknowledge.
 
 use std::ops::Range;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use weir_flow::semaphore::{
     AcquireError, DualAmount, DualPermit, DualSemaphore, Permit, Semaphore, SemaphoreConfig,
@@ -47,6 +53,28 @@ pub enum AdmitError {
     Unavailable,
 }
 
+/// Bytes admitted by every source of a pipeline and not yet answered (see
+/// [`Ingest::admit`]), shared by their [`Ingest`] handles; and the wakeup of admissions
+/// waiting for room next to them.
+#[derive(Debug, Default)]
+pub struct Reserved {
+    bytes: AtomicU64,
+    /// Woken (`notify_waiters`) each time a reservation is given back.
+    released: Notify,
+}
+
+impl Reserved {
+    /// Nothing reserved.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The bytes reserved now.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+}
+
 /// The handle a source ingests through. Cheap to clone.
 #[derive(Clone)]
 pub struct Ingest {
@@ -57,7 +85,7 @@ struct Inner {
     wal: Wal,
     channel: DualSemaphore,
     /// Bytes admitted by every source and not yet answered (see [`Reservation`]).
-    reserved: Arc<AtomicU64>,
+    reserved: Arc<Reserved>,
     tickets: Semaphore,
     max_tickets: u64,
     stats: Arc<SourceStats>,
@@ -83,13 +111,13 @@ pub struct Admission {
 /// back when dropped (after the append is answered).
 #[derive(Debug)]
 struct Reservation {
-    reserved: Arc<AtomicU64>,
+    reserved: Arc<Reserved>,
     bytes: u64,
 }
 
 impl Reservation {
-    fn take(reserved: &Arc<AtomicU64>, bytes: u64) -> Self {
-        reserved.fetch_add(bytes, Ordering::AcqRel);
+    fn take(reserved: &Arc<Reserved>, bytes: u64) -> Self {
+        reserved.bytes.fetch_add(bytes, Ordering::AcqRel);
         Reservation {
             reserved: Arc::clone(reserved),
             bytes,
@@ -99,7 +127,9 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.reserved.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.reserved.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+        // Admissions waiting for room next to the reserved bytes look again.
+        self.reserved.released.notify_waiters();
     }
 }
 
@@ -109,7 +139,7 @@ impl Ingest {
     pub fn new(
         wal: Wal,
         channel: DualSemaphore,
-        reserved: Arc<AtomicU64>,
+        reserved: Arc<Reserved>,
         max_tickets: u32,
         stats: Arc<SourceStats>,
     ) -> Self {
@@ -191,23 +221,36 @@ impl Ingest {
         })
     }
 
-    /// Under `on_full = "block"`, polls the WAL's budget until `bytes` fit next to
+    /// Under `on_full = "block"`, waits until `bytes` fit in the WAL's budget next to
     /// every batch already admitted and not yet answered (they reach the disk first),
     /// then reserves them; or the deadline passes. Checking `bytes` alone would let
     /// every concurrent request through at once, to wait inside the WAL past its
     /// deadline. A batch written but not yet answered is counted twice for a moment:
     /// the check errs on the side of refusing on time.
+    ///
+    /// Room appears only when the WAL deletes segments (or is poisoned), signalled by
+    /// [`Wal::room_freed`], or when a reservation is given back, signalled by
+    /// [`Reserved`]: the wait is woken by either, or by the deadline; it never polls.
     async fn wait_for_room(
         &self,
         bytes: u64,
         deadline: Instant,
     ) -> Result<Reservation, AdmitError> {
-        const POLL: Duration = Duration::from_millis(5);
+        let wal = &self.inner.wal;
         let reserved = &self.inner.reserved;
+        let mut expired = pin!(tokio::time::sleep_until(deadline.into()));
         loop {
-            let held = reserved.load(Ordering::Acquire);
-            if !self.inner.wal.would_block(held.saturating_add(bytes)) {
+            // Register for both wakeups before checking: room freed between the check
+            // and the wait then still wakes this wait. (`enable` takes each `Notify`'s
+            // lock, which `notify_waiters` takes after the change it announces.)
+            let mut freed = pin!(wal.room_freed());
+            let mut released = pin!(reserved.released.notified());
+            freed.as_mut().enable();
+            released.as_mut().enable();
+            let held = reserved.bytes.load(Ordering::Acquire);
+            if !wal.would_block(held.saturating_add(bytes)) {
                 if reserved
+                    .bytes
                     .compare_exchange(held, held + bytes, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
@@ -218,11 +261,14 @@ impl Ingest {
                 }
                 continue; // another batch reserved meanwhile: check again
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if Instant::now() >= deadline {
                 return Err(AdmitError::Timeout(Duration::ZERO));
             }
-            tokio::time::sleep(POLL.min(deadline - now)).await;
+            tokio::select! {
+                () = freed => {}
+                () = released => {}
+                () = &mut expired => return Err(AdmitError::Timeout(Duration::ZERO)),
+            }
         }
     }
 
@@ -326,6 +372,105 @@ mod tests {
         b
     }
 
+    /// A WAL under `on_full = "block"` that never frees room by itself (the required
+    /// cursor `slow` does not commit), and an ingest handle on it.
+    fn blocking_wal(dir: &std::path::Path) -> (Wal, Ingest) {
+        let config = WalConfig::builder(dir)
+            .max_disk(256 * 1024)
+            .segment_bytes(16 * 1024)
+            .on_full(OnFull::Block)
+            .cursor("slow", CursorConfig::default())
+            .build()
+            .unwrap();
+        let (wal, _) = weir_wal::Wal::open(config).unwrap();
+        let telemetry = crate::telemetry::Telemetry::new("test".into());
+        let stats = Arc::new(SourceStats::new(
+            telemetry.component(crate::telemetry::ComponentKind::Source, "s"),
+        ));
+        let ingest = Ingest::new(
+            wal.clone(),
+            DualSemaphore::new(DualSemaphoreConfig::new(256, 8 << 20)),
+            Arc::new(Reserved::new()),
+            64,
+            stats,
+        );
+        (wal, ingest)
+    }
+
+    /// Appends small batches until `room` more bytes would block and fewer would not.
+    async fn fill_until(wal: &Wal, room: u64) {
+        while !wal.would_block(room) {
+            wal.append(batch(100)).await.unwrap();
+        }
+    }
+
+    /// An admission waiting for room next to another's reservation is admitted the
+    /// moment that reservation is given back: woken, not polled. The clock is paused
+    /// and auto-advances only when every task waits on a timer, so a waiter that slept
+    /// between checks would move it; this one leaves it where it was.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_admission_wakes_when_a_reservation_is_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, ingest) = blocking_wal(dir.path());
+        let size = batch(2000).encoded_len();
+        fill_until(&wal, 2 * size).await;
+        assert!(!wal.would_block(size), "room for one batch is left");
+        let deadline = Instant::now() + Duration::from_secs(3600);
+        let first = ingest.admit(size, Some(deadline)).await.unwrap();
+        let waiter = {
+            let ingest = ingest.clone();
+            tokio::spawn(async move { ingest.admit(size, Some(deadline)).await })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !waiter.is_finished(),
+            "no room next to the first reservation"
+        );
+        let before = tokio::time::Instant::now();
+        drop(first);
+        let second = waiter
+            .await
+            .unwrap()
+            .expect("admitted once room was given back");
+        assert_eq!(tokio::time::Instant::now(), before, "no timer ran");
+        drop(second);
+        wal.close().await;
+    }
+
+    /// An admission waiting for the WAL's disk budget is admitted once the sink's
+    /// commit lets retention free room, long before its deadline.
+    #[tokio::test]
+    async fn a_waiting_admission_wakes_when_retention_frees_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, ingest) = blocking_wal(dir.path());
+        let mut slow = wal.reader("slow").unwrap();
+        let size = batch(2000).encoded_len();
+        fill_until(&wal, size).await;
+        let started = Instant::now();
+        let waiter = {
+            let ingest = ingest.clone();
+            let deadline = started + Duration::from_secs(60);
+            tokio::spawn(async move { ingest.admit(size, Some(deadline)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "the budget is full");
+        let end = wal.durable_end();
+        while slow.position() < end {
+            let read = slow.read(weir_wal::ReadLimits::default()).await.unwrap();
+            slow.commit(read.next_offset()).await.unwrap();
+        }
+        let admitted = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("woken by retention")
+            .unwrap()
+            .expect("admitted");
+        admitted.append(batch(2000)).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        wal.close().await;
+    }
+
     /// With room for two batches, eight concurrent admissions with a deadline: two are
     /// admitted (and append without waiting), six are refused on time. Checking each
     /// batch alone against the room would admit all eight, six to wait in the WAL.
@@ -347,7 +492,7 @@ mod tests {
         let ingest = Ingest::new(
             wal.clone(),
             DualSemaphore::new(DualSemaphoreConfig::new(256, 8 << 20)),
-            Arc::new(AtomicU64::new(0)),
+            Arc::new(Reserved::new()),
             64,
             stats,
         );

@@ -14,7 +14,7 @@ pub mod ingest;
 pub mod sink;
 pub mod stats;
 
-pub use self::ingest::{AdmitError, Ingest};
+pub use self::ingest::{AdmitError, Ingest, Reserved};
 pub use self::sink::{Sink, SinkBatch, SinkError, Unencodable, Written};
 pub use self::stats::{SinkStats, SourceStats};
 

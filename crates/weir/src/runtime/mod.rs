@@ -47,7 +47,6 @@ pub mod wal;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -60,7 +59,7 @@ use weir_wal::{OpenReport, ReadLimits, Wal};
 use crate::config::Config;
 use crate::logging::LogHandle;
 use crate::pipeline::driver::{self, DriverConfig, Phase};
-use crate::pipeline::{Ingest, SinkStats, SourceStats};
+use crate::pipeline::{Ingest, Reserved, SinkStats, SourceStats};
 use crate::quarantine::Quarantine;
 use crate::sinks::{Sink, SinkContext};
 use crate::sources::{self, SourceContext};
@@ -271,7 +270,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened) -> Running {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut source_tasks = JoinSet::new();
     let mut source_entries = Vec::new();
-    let reserved = Arc::new(AtomicU64::new(0));
+    let reserved = Arc::new(Reserved::new());
     let Checked {
         sources: mut source_checks,
         status_listener,
