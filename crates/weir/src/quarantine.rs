@@ -17,6 +17,13 @@
 //! ([`QuarantineError::Full`]) and counted as
 //! `weir_quarantine_dropped_total{sink,reason="quarantine_full"}`: the quarantine never
 //! grows past its budget, and never blocks the sink waiting for room.
+//!
+//! The file I/O is blocking. Async callers use [`Quarantine::put_durable`], which runs
+//! the writes and the fsync on tokio's blocking pool and resolves when they are on
+//! disk; [`Quarantine::put`] and [`Quarantine::sync`] are for blocking threads. Each
+//! sink's file has its own lock, held across its writes and fsync only: one sink's
+//! fsync never holds up another sink's quarantine, nor [`Quarantine::stats`] (read by
+//! `/status` on an async worker).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -28,6 +35,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
 use serde::Serialize;
 
 use crate::telemetry::{Counter, Telemetry};
@@ -64,6 +72,10 @@ pub enum QuarantineError {
         "quarantine: expected a sink name usable as a directory name (not empty, no '/', '\\', not '.' or '..'), found {0:?}"
     )]
     SinkName(String),
+    /// The blocking task of [`Quarantine::put_durable`] did not run to its end (it
+    /// panicked, or the runtime is shutting down): what it wrote is unknown.
+    #[error("quarantine: the blocking write did not complete: {0}")]
+    Blocking(#[source] tokio::task::JoinError),
     /// A file-system operation failed; the entry's budget was released.
     #[error("quarantine: cannot {op} {path}: {source}")]
     Io {
@@ -104,13 +116,29 @@ struct Entry<'a> {
     payload_base64: String,
 }
 
+/// A record on its way to the quarantine, owned so that it can cross to a blocking
+/// thread ([`Quarantine::put_durable`]).
+#[derive(Debug, Clone)]
+pub struct Rejected {
+    /// Why it was refused.
+    pub reason: String,
+    /// Its bytes, as given.
+    pub payload: Bytes,
+}
+
 struct SinkFile {
     file: BufWriter<File>,
     path: PathBuf,
     unsynced_records: u32,
     unsynced_bytes: u64,
+}
+
+/// One sink's counts and file. The counts are read without the file's lock.
+struct SinkSlot {
     records: Counter,
     dropped: Counter,
+    /// Opened on the first entry; locked across a write and its fsync.
+    file: Mutex<Option<SinkFile>>,
 }
 
 struct Shared {
@@ -120,14 +148,15 @@ struct Shared {
     used: Arc<AtomicU64>,
     telemetry: OnceLock<Telemetry>,
     /// One entry per sink that quarantined something: bounded by the configured sinks.
-    sinks: Mutex<BTreeMap<String, SinkFile>>,
+    /// Locked only to find or add a slot, never across I/O.
+    sinks: Mutex<BTreeMap<String, Arc<SinkSlot>>>,
 }
 
 /// The quarantine directory and its budget. Cheap to clone (an `Arc` inside); every
 /// clone shares the budget.
 ///
-/// [`put`](Self::put) does blocking file I/O: call it where the sink encodes (a
-/// blocking thread), not on an async worker.
+/// [`put`](Self::put) and [`sync`](Self::sync) do blocking file I/O: call them on a
+/// blocking thread. From async code, use [`put_durable`](Self::put_durable).
 #[derive(Clone)]
 pub struct Quarantine {
     shared: Arc<Shared>,
@@ -245,13 +274,11 @@ impl Quarantine {
         line.push(b'\n');
         let needed = line.len() as u64;
 
-        let mut sinks = lock(&self.shared.sinks);
-        let file = match sinks.get_mut(sink) {
+        let slot = self.slot(sink);
+        let mut file = lock(&slot.file);
+        let file = match &mut *file {
             Some(file) => file,
-            None => {
-                let opened = self.open(sink)?;
-                sinks.entry(sink.to_owned()).or_insert(opened)
-            }
+            empty => empty.insert(self.open(sink)?),
         };
         let reserved = self
             .shared
@@ -261,7 +288,7 @@ impl Quarantine {
                     .filter(|&n| n <= self.shared.max_disk)
             });
         if let Err(used) = reserved {
-            file.dropped.inc();
+            slot.dropped.inc();
             return Err(QuarantineError::Full {
                 sink: sink.to_owned(),
                 needed,
@@ -274,7 +301,7 @@ impl Quarantine {
             self.shared.used.fetch_sub(needed, Ordering::AcqRel);
             return Err(io("append to", &file.path, e));
         }
-        file.records.inc();
+        slot.records.inc();
         file.unsynced_records += 1;
         file.unsynced_bytes += needed;
         if file.unsynced_records >= SYNC_EVERY_RECORDS || file.unsynced_bytes >= SYNC_EVERY_BYTES {
@@ -283,21 +310,82 @@ impl Quarantine {
         Ok(())
     }
 
-    /// Flushes and fsyncs every sink's file (on shutdown, or periodically).
+    /// Appends each of `entries` to `sink`'s file and fsyncs it, on tokio's blocking
+    /// pool: the calling task's worker never waits on the disk. Resolves once every
+    /// entry that was accepted is on disk, so a caller may then acknowledge them or
+    /// move past them.
+    ///
+    /// # Errors
+    ///
+    /// The first error of [`put`](Self::put) (every entry is still attempted; one
+    /// refused for the budget is counted as dropped) or of the fsync;
+    /// [`QuarantineError::Blocking`] when the blocking task could not run to its end
+    /// (it panicked, or the runtime is shutting down).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not stop the write: the blocking task still appends
+    /// and fsyncs every entry, and only its result is lost. Call it again after a
+    /// cancellation and the entries are written twice.
+    pub async fn put_durable(
+        &self,
+        sink: &str,
+        entries: Vec<Rejected>,
+    ) -> Result<(), QuarantineError> {
+        let (quarantine, sink) = (self.clone(), sink.to_owned());
+        tokio::task::spawn_blocking(move || {
+            let mut first_error = None;
+            for entry in &entries {
+                if let Err(e) = quarantine.put(&sink, &entry.reason, &entry.payload) {
+                    first_error.get_or_insert(e);
+                }
+            }
+            if let Err(e) = quarantine.sync_sink(&sink) {
+                first_error.get_or_insert(e);
+            }
+            first_error.map_or(Ok(()), Err)
+        })
+        .await
+        .map_err(QuarantineError::Blocking)?
+    }
+
+    /// Flushes and fsyncs every sink's file (on shutdown, or periodically). Blocking.
     ///
     /// # Errors
     ///
     /// [`QuarantineError::Io`] for the first file that fails; the others are still
     /// attempted.
     pub fn sync(&self) -> Result<(), QuarantineError> {
-        let mut sinks = lock(&self.shared.sinks);
+        let slots: Vec<_> = lock(&self.shared.sinks).values().cloned().collect();
         let mut first_error = None;
-        for file in sinks.values_mut() {
-            if let Err(e) = sync_file(file) {
+        for slot in slots {
+            if let Some(file) = &mut *lock(&slot.file)
+                && let Err(e) = sync_file(file)
+            {
                 first_error.get_or_insert(e);
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Flushes and fsyncs `sink`'s file, when it has one. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`QuarantineError::Io`] when the flush or the fsync fails.
+    pub fn sync_sink(&self, sink: &str) -> Result<(), QuarantineError> {
+        let slot = lock(&self.shared.sinks).get(sink).cloned();
+        match slot {
+            Some(slot) => match &mut *lock(&slot.file) {
+                Some(file) => sync_file(file),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
     }
 
     /// The budget, the bytes used, and per-sink counts of this run.
@@ -308,10 +396,10 @@ impl Quarantine {
             max_disk_bytes: self.shared.max_disk,
             sinks: sinks
                 .iter()
-                .map(|(name, file)| {
+                .map(|(name, slot)| {
                     let stats = SinkQuarantineStats {
-                        records: file.records.get(),
-                        dropped: file.dropped.get(),
+                        records: slot.records.get(),
+                        dropped: slot.dropped.get(),
                     };
                     (name.clone(), stats)
                 })
@@ -319,19 +407,12 @@ impl Quarantine {
         }
     }
 
-    fn open(&self, sink: &str) -> Result<SinkFile, QuarantineError> {
-        let dir = self.shared.dir.join(sink);
-        fs::create_dir_all(&dir).map_err(|e| io("create directory", &dir, e))?;
-        let path = dir.join(FILE_NAME);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| io("open", &path, e))?;
-        // A new file's directory entry must survive a crash too.
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io("fsync directory", &dir, e))?;
+    /// `sink`'s slot, added on its first entry (its counters registered then).
+    fn slot(&self, sink: &str) -> Arc<SinkSlot> {
+        let mut sinks = lock(&self.shared.sinks);
+        if let Some(slot) = sinks.get(sink) {
+            return Arc::clone(slot);
+        }
         let (records, dropped) = match self.shared.telemetry.get() {
             Some(telemetry) => (
                 telemetry.counter(
@@ -347,13 +428,33 @@ impl Quarantine {
             ),
             None => (Counter::default(), Counter::default()),
         };
+        let slot = Arc::new(SinkSlot {
+            records,
+            dropped,
+            file: Mutex::new(None),
+        });
+        sinks.insert(sink.to_owned(), Arc::clone(&slot));
+        slot
+    }
+
+    fn open(&self, sink: &str) -> Result<SinkFile, QuarantineError> {
+        let dir = self.shared.dir.join(sink);
+        fs::create_dir_all(&dir).map_err(|e| io("create directory", &dir, e))?;
+        let path = dir.join(FILE_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", &path, e))?;
+        // A new file's directory entry must survive a crash too.
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("fsync directory", &dir, e))?;
         Ok(SinkFile {
             file: BufWriter::new(file),
             path,
             unsynced_records: 0,
             unsynced_bytes: 0,
-            records,
-            dropped,
         })
     }
 }

@@ -236,3 +236,73 @@ fn telemetry_reports_the_budget_and_the_drops() {
         "{text}"
     );
 }
+
+fn rejected(reason: &str, payload: &'static [u8]) -> Rejected {
+    Rejected {
+        reason: reason.to_owned(),
+        payload: Bytes::from_static(payload),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn put_durable_resolves_with_the_entries_on_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let quarantine = Quarantine::new(dir.path(), 1 << 20).expect("new");
+    // Fewer than SYNC_EVERY_RECORDS: only put_durable's own flush and fsync put them
+    // in the file, with no sync call.
+    let entries = vec![rejected("not UTF-8", b"\xff"), rejected("too large", b"{}")];
+    quarantine
+        .put_durable("lake", entries)
+        .await
+        .expect("written");
+    let on_disk = lines(&file_of(dir.path(), "lake"));
+    assert_eq!(on_disk.len(), 2);
+    assert_eq!(on_disk[1]["reason"], "too large");
+    assert_eq!(quarantine.stats().sinks["lake"].records, 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn put_durable_over_budget_is_refused_and_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let quarantine = Quarantine::new(dir.path(), 150).expect("new");
+    let entries = vec![rejected("bad", &[0; 40]), rejected("bad", &[0; 40])];
+    let result = quarantine.put_durable("lake", entries).await;
+    assert!(
+        matches!(result, Err(QuarantineError::Full { .. })),
+        "{result:?}"
+    );
+    // The first fitted and is on disk; the second was dropped and counted.
+    assert_eq!(lines(&file_of(dir.path(), "lake")).len(), 1);
+    assert_eq!(
+        quarantine.stats().sinks["lake"],
+        SinkQuarantineStats {
+            records: 1,
+            dropped: 1
+        }
+    );
+}
+
+#[test]
+fn a_sink_busy_on_its_file_holds_up_neither_stats_nor_other_sinks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let quarantine = Quarantine::new(dir.path(), 1 << 20).expect("new");
+    quarantine.put("lake", "bad", b"x").expect("fits");
+    // As during a slow fsync of lake's file.
+    let slot = quarantine.slot("lake");
+    let busy = lock(&slot.file);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let q = quarantine.clone();
+    std::thread::spawn(move || {
+        let stats = q.stats();
+        let other = q
+            .put("archive", "bad", b"y")
+            .and_then(|()| q.sync_sink("archive"));
+        let _ = tx.send((stats, other.is_ok()));
+    });
+    let (stats, other_ok) = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("stats and another sink's put do not wait for lake's file");
+    drop(busy);
+    assert_eq!(stats.sinks["lake"].records, 1);
+    assert!(other_ok);
+}

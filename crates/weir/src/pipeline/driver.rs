@@ -44,7 +44,7 @@ use weir_wal::Wal;
 
 use super::sink::{Sink, SinkBatch, Unencodable};
 use super::stats::{SinkStats, add};
-use crate::quarantine::Quarantine;
+use crate::quarantine::{Quarantine, Rejected};
 use crate::record::{Record, peek_source};
 use crate::telemetry::State;
 
@@ -410,29 +410,20 @@ async fn to_quarantine(
         return;
     }
     add(&stats.unencodable, rejects.len() as u64);
-    let items = std::mem::take(rejects);
-    let (q, sink) = (quarantine.clone(), name.to_owned());
-    let result = tokio::task::spawn_blocking(move || {
-        let mut first_error = None;
-        for u in &items {
-            if let Err(e) = q.put(&sink, &u.reason.to_string(), &u.record.payload) {
-                first_error.get_or_insert(e);
-            }
-        }
-        if let Err(e) = q.sync() {
-            first_error.get_or_insert(e);
-        }
-        (items.len(), first_error)
-    })
-    .await;
-    match result {
-        Ok((n, None)) => {
-            tracing::warn!("sink {name}: {n} records could not be encoded; quarantined")
-        }
-        Ok((n, Some(e))) => tracing::warn!(
+    let entries: Vec<Rejected> = rejects
+        .drain(..)
+        .map(|u| Rejected {
+            reason: u.reason.to_string(),
+            payload: u.record.payload,
+        })
+        .collect();
+    let n = entries.len();
+    // On the blocking pool: the cursor moves past these only once they are on disk.
+    match quarantine.put_durable(name, entries).await {
+        Ok(()) => tracing::warn!("sink {name}: {n} records could not be encoded; quarantined"),
+        Err(e) => tracing::warn!(
             "sink {name}: {n} records could not be encoded; quarantining failed: {e}"
         ),
-        Err(e) => tracing::warn!("sink {name}: quarantining was cancelled: {e}"),
     }
 }
 

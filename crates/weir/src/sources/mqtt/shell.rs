@@ -15,7 +15,7 @@ use super::config::{MqttConfig, Qos};
 use super::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
-use crate::quarantine::Quarantine;
+use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sources::{SourceContext, StartSource};
 use crate::telemetry::{State, Telemetry};
 
@@ -526,20 +526,18 @@ async fn quarantine_message(
     payload: bytes::Bytes,
     reason: String,
 ) -> Result<(), String> {
-    let q = quarantine.clone();
-    let source = Arc::clone(name);
-    let written = tokio::task::spawn_blocking(move || {
-        q.put(&source, &reason, &payload).and_then(|()| q.sync())
-    })
-    .await;
-    match written {
-        Ok(Ok(())) => {
+    // On the blocking pool: the message is acked only once it is on disk.
+    let entry = Rejected { reason, payload };
+    match quarantine.put_durable(name, vec![entry]).await {
+        Ok(()) => {
             tracing::warn!(source = %name, "mqtt: quarantined a message on {topic:?}");
         }
-        Ok(Err(e)) => {
+        Err(QuarantineError::Blocking(e)) => {
+            return Err(format!("quarantine task failed: {e}"));
+        }
+        Err(e) => {
             tracing::error!(source = %name, "mqtt: quarantining a message on {topic:?} failed, acked anyway so the window is not wedged: {e}");
         }
-        Err(e) => return Err(format!("quarantine task failed: {e}")),
     }
     Ok(())
 }
