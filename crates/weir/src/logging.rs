@@ -9,12 +9,21 @@
 //! ([`LogHandle::truncated`]).
 //!
 //! Memory is bounded by `queue_lines × line_max_bytes` plus the line being written.
+//!
+//! The same thread draws the terminal's status line ([`LogHandle::status_line`], the
+//! live line of `weir run`): one slot, where a newer line replaces one not yet drawn.
+//! The writer clears it before log lines and draws it again after them, so the two
+//! never garble each other.
+//!
+//! Nothing here waits on a caller's thread except [`LogHandle::shutdown`], which is
+//! bounded by its timeout and belongs on the synchronous edge (after the tokio runtime
+//! has returned). Dropping the last [`LogHandle`] only tells the writer to stop.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
@@ -27,6 +36,9 @@ use crate::telemetry::Telemetry;
 const TRUNCATED: &[u8] = "…[truncated]\n".as_bytes();
 /// Lines the writer thread takes from the queue per lock.
 const DRAIN_BATCH: usize = 64;
+/// Goes to the start of the line and clears it: before a status line, and to take
+/// one off the screen before log lines.
+const CLEAR_LINE: &[u8] = b"\r\x1b[2K";
 
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -50,20 +62,61 @@ pub enum LogError {
     Thread(#[source] std::io::Error),
 }
 
+/// Where the status line is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatusPhase {
+    /// Status lines are drawn.
+    Open,
+    /// To be ended with a newline by the writer thread.
+    Ending,
+    /// Ended: later status lines are ignored.
+    Ended,
+}
+
 struct State {
     queue: QueueCore<Vec<u8>>,
+    /// The newest status line not yet drawn; a newer one replaces it.
+    status: Option<Vec<u8>>,
+    status_phase: StatusPhase,
     closed: bool,
+    /// The writer thread has written all it will and returned.
+    finished: bool,
+}
+
+impl State {
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty()
+            || self.status.is_some()
+            || self.status_phase == StatusPhase::Ending
+            || self.closed
+    }
 }
 
 struct Shared {
     state: Mutex<State>,
+    /// Signalled when there is work for the writer thread.
     ready: Condvar,
+    /// Signalled when the writer thread has finished.
+    finished: Condvar,
     /// The queue's time origin (a std clock: logging runs outside tokio too).
     origin: Instant,
     line_max_bytes: usize,
     dropped: AtomicU64,
     truncated: AtomicU64,
     written: AtomicU64,
+    status_dropped: AtomicU64,
+}
+
+/// Cuts `line` to at most `max` bytes on a UTF-8 boundary, so it stays valid text.
+fn cut(line: &mut Vec<u8>, max: usize) {
+    if line.len() <= max {
+        return;
+    }
+    let mut cut = max;
+    while cut > 0 && (line[cut] & 0b1100_0000) == 0b1000_0000 {
+        cut -= 1;
+    }
+    line.truncate(cut);
 }
 
 impl Shared {
@@ -81,12 +134,10 @@ impl Shared {
             return;
         }
         if line.len() > self.line_max_bytes {
-            let mut cut = self.line_max_bytes.saturating_sub(TRUNCATED.len());
-            // Cut on a UTF-8 boundary so the line stays valid text.
-            while cut > 0 && (line[cut] & 0b1100_0000) == 0b1000_0000 {
-                cut -= 1;
-            }
-            line.truncate(cut);
+            cut(
+                &mut line,
+                self.line_max_bytes.saturating_sub(TRUNCATED.len()),
+            );
             line.extend_from_slice(TRUNCATED);
             self.truncated.fetch_add(1, Ordering::Relaxed);
         }
@@ -105,6 +156,97 @@ impl Shared {
         } else {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Tells the writer thread to write what is queued and stop; never waits for it.
+    fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+}
+
+/// The writer thread's loop: log lines and the status line to `output` until closed.
+fn write_loop(shared: &Shared, output: &mut impl Write) {
+    let mut batch = Vec::with_capacity(DRAIN_BATCH);
+    // The status line on the screen, drawn again after log lines.
+    let mut drawn: Option<Vec<u8>> = None;
+    // Nowhere to report a failing output: what it refuses is lost either way.
+    loop {
+        let (status, end, closed) = {
+            let mut state = shared.lock();
+            while !state.has_work() {
+                state = shared
+                    .ready
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            let now = shared.now();
+            while batch.len() < DRAIN_BATCH {
+                match state.queue.take(now) {
+                    Some(taken) => batch.push(taken.item),
+                    None => break,
+                }
+            }
+            let end = state.status_phase == StatusPhase::Ending;
+            if end {
+                state.status_phase = StatusPhase::Ended;
+            }
+            (state.status.take(), end, state.closed)
+        };
+        if closed && batch.is_empty() && status.is_none() && !end {
+            break;
+        }
+        if let Some(line) = status {
+            let _ = output
+                .write_all(CLEAR_LINE)
+                .and_then(|()| output.write_all(&line));
+            drawn = Some(line);
+        }
+        if end && drawn.take().is_some() {
+            let _ = output.write_all(b"\n");
+        }
+        if !batch.is_empty() {
+            if drawn.is_some() {
+                let _ = output.write_all(CLEAR_LINE);
+            }
+            for line in batch.drain(..) {
+                if output.write_all(&line).is_ok() {
+                    shared.written.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if let Some(line) = &drawn {
+                let _ = output
+                    .write_all(CLEAR_LINE)
+                    .and_then(|()| output.write_all(line));
+            }
+        }
+        let _ = output.flush();
+    }
+    if drawn.is_some() {
+        let _ = output.write_all(b"\n").and_then(|()| output.flush());
+    }
+}
+
+/// Marks the writer thread finished when it returns, or panics.
+struct FinishOnDrop(Arc<Shared>);
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        self.0.lock().finished = true;
+        self.0.finished.notify_all();
+    }
+}
+
+/// The writer thread. Dropping it (with the last [`LogHandle`]) tells the thread to
+/// stop and never joins it: the drop may run on an async worker.
+struct WriterThread {
+    shared: Arc<Shared>,
+    join: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        self.shared.close();
     }
 }
 
@@ -151,11 +293,13 @@ impl<'a> MakeWriter<'a> for BoundedLogWriter {
     }
 }
 
-/// Counts of the log writer, and its shutdown. Clones share the counts.
+/// Counts of the log writer, the status line, and the writer's shutdown. Clones share
+/// the counts. Dropping the last clone tells the writer thread to stop, without
+/// waiting for it; [`shutdown`](Self::shutdown) waits, within a timeout.
 #[derive(Clone)]
 pub struct LogHandle {
     shared: Arc<Shared>,
-    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    thread: Arc<WriterThread>,
 }
 
 impl std::fmt::Debug for LogHandle {
@@ -164,6 +308,7 @@ impl std::fmt::Debug for LogHandle {
             .field("dropped", &self.dropped())
             .field("truncated", &self.truncated())
             .field("written", &self.written())
+            .field("status_dropped", &self.status_dropped())
             .finish_non_exhaustive()
     }
 }
@@ -182,6 +327,48 @@ impl LogHandle {
     /// Lines written to the output.
     pub fn written(&self) -> u64 {
         self.shared.written.load(Ordering::Relaxed)
+    }
+
+    /// Status lines never drawn: replaced by a newer one before the writer thread got
+    /// to them, or given after [`end_status_line`](Self::end_status_line) or
+    /// [`shutdown`](Self::shutdown).
+    pub fn status_dropped(&self) -> u64 {
+        self.shared.status_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Shows `text` as the terminal's status line: the writer thread draws it as
+    /// `\r\x1b[2K{text}` with no newline, below the log lines (cleared before each
+    /// and drawn again after). Line breaks in `text` become spaces; it is cut to
+    /// `line_max_bytes`. Only for a terminal output.
+    ///
+    /// Never waits: one line waits to be drawn, and a newer one replaces it (counted in
+    /// [`status_dropped`](Self::status_dropped)).
+    pub fn status_line(&self, text: &str) {
+        let mut line = text.replace(['\n', '\r'], " ").into_bytes();
+        cut(&mut line, self.shared.line_max_bytes);
+        let mut state = self.shared.lock();
+        let replaced = if state.closed || state.status_phase != StatusPhase::Open {
+            true
+        } else {
+            state.status.replace(line).is_some()
+        };
+        drop(state);
+        if replaced {
+            self.shared.status_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shared.ready.notify_one();
+    }
+
+    /// Ends the status line: it stays as last drawn, followed by a newline, and later
+    /// status lines are ignored. Never waits.
+    pub fn end_status_line(&self) {
+        let mut state = self.shared.lock();
+        if state.status_phase != StatusPhase::Open {
+            return;
+        }
+        state.status_phase = StatusPhase::Ending;
+        drop(state);
+        self.shared.ready.notify_one();
     }
 
     /// The queue's statistics (depth, bytes, oldest age).
@@ -208,25 +395,48 @@ impl LogHandle {
             move || handle.truncated(),
         );
         let handle = self.clone();
+        telemetry.register_counter_fn(
+            "weir_log_status_lines_dropped_total",
+            "Terminal status lines replaced by a newer one before they were drawn.",
+            &[],
+            move || handle.status_dropped(),
+        );
+        let handle = self.clone();
         telemetry.register_queue("log", Some(queue_lines), Some(queue_bytes), move || {
             handle.queue_stats()
         });
     }
 
-    /// Stops taking lines, writes what is queued, and joins the writer thread. Lines
-    /// logged afterwards are counted as dropped.
-    pub fn shutdown(&self) {
-        self.shared.lock().closed = true;
-        self.shared.ready.notify_all();
+    /// Stops taking lines, and waits at most `timeout` for the writer thread to
+    /// write what is queued (ending the status line) and finish; joins it if it did.
+    /// Lines logged afterwards are counted as dropped. Returns whether the writer
+    /// finished: on `false` (a stalled output) the thread is left to finish alone.
+    ///
+    /// It blocks the calling thread: call it on the synchronous edge (after the tokio
+    /// runtime has returned), never on an async worker.
+    pub fn shutdown(&self, timeout: Duration) -> bool {
+        self.shared.close();
+        let state = self.shared.lock();
+        let (state, _) = self
+            .shared
+            .finished
+            .wait_timeout_while(state, timeout, |state| !state.finished)
+            .unwrap_or_else(PoisonError::into_inner);
+        if !state.finished {
+            return false;
+        }
+        drop(state);
         let thread = self
             .thread
+            .join
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(thread) = thread {
-            // A panicked writer thread has nothing left to flush.
+            // Finished: the join is immediate. A panicked writer has nothing to flush.
             let _ = thread.join();
         }
+        true
     }
 }
 
@@ -251,53 +461,34 @@ pub fn bounded_writer(
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: QueueCore::new(config),
+            status: None,
+            status_phase: StatusPhase::Open,
             closed: false,
+            finished: false,
         }),
         ready: Condvar::new(),
+        finished: Condvar::new(),
         origin: Instant::now(),
         line_max_bytes,
         dropped: AtomicU64::new(0),
         truncated: AtomicU64::new(0),
         written: AtomicU64::new(0),
+        status_dropped: AtomicU64::new(0),
     });
     let drain = Arc::clone(&shared);
     let thread = std::thread::Builder::new()
         .name("weir-log".to_owned())
         .spawn(move || {
-            let mut batch = Vec::with_capacity(DRAIN_BATCH);
-            loop {
-                {
-                    let mut state = drain.lock();
-                    while state.queue.is_empty() && !state.closed {
-                        state = drain
-                            .ready
-                            .wait(state)
-                            .unwrap_or_else(PoisonError::into_inner);
-                    }
-                    let now = drain.now();
-                    while batch.len() < DRAIN_BATCH {
-                        match state.queue.take(now) {
-                            Some(taken) => batch.push(taken.item),
-                            None => break,
-                        }
-                    }
-                    if batch.is_empty() && state.closed {
-                        break;
-                    }
-                }
-                for line in batch.drain(..) {
-                    // Nowhere to report a failing stderr: the line is lost either way.
-                    if output.write_all(&line).is_ok() {
-                        drain.written.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                let _ = output.flush();
-            }
+            let finish = FinishOnDrop(drain);
+            write_loop(&finish.0, &mut output);
         })
         .map_err(LogError::Thread)?;
     let handle = LogHandle {
         shared: Arc::clone(&shared),
-        thread: Arc::new(Mutex::new(Some(thread))),
+        thread: Arc::new(WriterThread {
+            shared: Arc::clone(&shared),
+            join: Mutex::new(Some(thread)),
+        }),
     };
     Ok((BoundedLogWriter { shared }, handle))
 }
@@ -322,7 +513,7 @@ pub fn init(level: &str, queue_lines: u32, line_max_bytes: u64) -> Result<LogHan
         .with_ansi(false)
         .try_init();
     if installed.is_err() {
-        handle.shutdown();
+        handle.shutdown(Duration::from_secs(1));
         return Err(LogError::AlreadyInitialised);
     }
     Ok(handle)

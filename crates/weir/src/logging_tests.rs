@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
+/// Long enough for an unstalled writer thread to finish.
+const WAIT: Duration = Duration::from_secs(10);
+
 /// An output that collects what the writer thread writes.
 #[derive(Clone, Default)]
 struct Collect(Arc<Mutex<Vec<u8>>>);
@@ -64,7 +67,7 @@ fn lines_reach_the_output_in_order() {
         }
         tracing::debug!("filtered out");
     });
-    handle.shutdown();
+    assert!(handle.shutdown(WAIT));
     let text = output.text();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 10, "{text}");
@@ -103,7 +106,7 @@ fn a_stalled_output_never_blocks_the_caller_and_drops_are_counted() {
     let stats = handle.queue_stats();
     assert!(stats.depth <= u64::from(queue_lines));
     open_gate.send(()).expect("the writer thread waits");
-    handle.shutdown();
+    assert!(handle.shutdown(WAIT));
 
     let (written, dropped) = (handle.written(), handle.dropped());
     assert_eq!(
@@ -125,7 +128,7 @@ fn long_lines_are_cut_on_a_character_boundary() {
         tracing::info!("{}", "é".repeat(200));
         tracing::info!("short");
     });
-    handle.shutdown();
+    assert!(handle.shutdown(WAIT));
     let text = output.text();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
@@ -139,7 +142,7 @@ fn long_lines_are_cut_on_a_character_boundary() {
 fn lines_after_shutdown_are_counted_as_dropped() {
     let output = Collect::default();
     let (writer, handle) = bounded_writer(10, 1024, output.clone()).expect("writer");
-    handle.shutdown();
+    assert!(handle.shutdown(WAIT));
     tracing::subscriber::with_default(subscriber(writer), || tracing::info!("too late"));
     assert_eq!((handle.written(), handle.dropped()), (0, 1));
     assert!(output.text().is_empty());
@@ -173,7 +176,120 @@ fn metrics_export_the_drops_and_the_queue() {
         "{text}"
     );
     open_gate.send(()).expect("the writer thread waits");
-    handle.shutdown();
+    assert!(handle.shutdown(WAIT));
+}
+
+fn stalled() -> (mpsc::Sender<()>, Stalled, Collect) {
+    let (open_gate, gate) = mpsc::channel();
+    let output = Collect::default();
+    let stalled = Stalled {
+        gate: Some(gate),
+        inner: output.clone(),
+    };
+    (open_gate, stalled, output)
+}
+
+const CLEAR: &str = "\r\x1b[2K";
+
+#[test]
+fn status_lines_never_block_the_caller_and_the_newest_replaces_the_rest() {
+    let (open_gate, stalled, output) = stalled();
+    let (writer, handle) = bounded_writer(8, 1024, stalled).expect("writer");
+    tracing::subscriber::with_default(subscriber(writer), || tracing::info!("a log line"));
+    let started = Instant::now();
+    for i in 0..1000 {
+        handle.status_line(&format!("status {i}"));
+    }
+    let took = started.elapsed();
+    // The output is stalled for 10 s: had a status line waited for it, this would too.
+    assert!(
+        took < Duration::from_secs(5),
+        "status lines blocked for {took:?}"
+    );
+    // One in the writer's hands at most, one waiting: the rest were replaced.
+    assert!(
+        handle.status_dropped() >= 998,
+        "{}",
+        handle.status_dropped()
+    );
+    open_gate.send(()).expect("the writer thread waits");
+    assert!(handle.shutdown(WAIT));
+    let text = output.text();
+    assert!(text.contains("a log line"), "{text:?}");
+    assert!(
+        text.ends_with(&format!("{CLEAR}status 999\n")),
+        "the newest is drawn last and ended at shutdown: {text:?}"
+    );
+}
+
+#[test]
+fn log_lines_clear_the_status_line_and_draw_it_again_after() {
+    let output = Collect::default();
+    let (writer, handle) = bounded_writer(10, 1024, output.clone()).expect("writer");
+    handle.status_line("in 5/s\nout 3/s");
+    tracing::subscriber::with_default(subscriber(writer), || tracing::info!("hello"));
+    assert!(handle.shutdown(WAIT));
+    let text = output.text();
+    let status = format!("{CLEAR}in 5/s out 3/s");
+    let log = text
+        .strip_prefix(&format!("{status}{CLEAR}"))
+        .and_then(|rest| rest.strip_suffix(&format!("{status}\n")))
+        .unwrap_or_else(|| panic!("status, cleared, log line, status again: {text:?}"));
+    assert!(log.ends_with("hello\n") && !log.contains('\r'), "{log:?}");
+    assert_eq!((handle.written(), handle.status_dropped()), (1, 0));
+}
+
+#[test]
+fn an_ended_status_line_keeps_its_text_and_later_ones_are_ignored() {
+    let output = Collect::default();
+    let (writer, handle) = bounded_writer(10, 1024, output.clone()).expect("writer");
+    handle.status_line("last");
+    handle.end_status_line();
+    handle.status_line("too late");
+    tracing::subscriber::with_default(subscriber(writer), || tracing::info!("after"));
+    assert!(handle.shutdown(WAIT));
+    let text = output.text();
+    let log = text
+        .strip_prefix(&format!("{CLEAR}last\n"))
+        .unwrap_or_else(|| panic!("the status line, then a newline: {text:?}"));
+    assert!(log.ends_with("after\n") && !log.contains('\r'), "{log:?}");
+    assert_eq!(handle.status_dropped(), 1);
+}
+
+#[test]
+fn dropping_the_last_handle_does_not_wait_for_a_stalled_writer_but_stops_it() {
+    let (open_gate, stalled, output) = stalled();
+    let (writer, handle) = bounded_writer(8, 1024, stalled).expect("writer");
+    let shared = Arc::clone(&writer.shared);
+    tracing::subscriber::with_default(subscriber(writer), || tracing::info!("queued"));
+    let started = Instant::now();
+    drop(handle);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the drop waited {took:?}");
+    // Told to stop: once the output moves, the thread writes what it holds and ends.
+    open_gate.send(()).expect("the writer thread waits");
+    let state = shared.lock();
+    let (state, _) = shared
+        .finished
+        .wait_timeout_while(state, WAIT, |state| !state.finished)
+        .expect("not poisoned");
+    assert!(state.finished, "the writer thread did not stop");
+    drop(state);
+    assert!(output.text().contains("queued"));
+}
+
+#[test]
+fn shutdown_waits_for_a_stalled_writer_no_longer_than_its_timeout() {
+    let (open_gate, stalled, output) = stalled();
+    let (writer, handle) = bounded_writer(8, 1024, stalled).expect("writer");
+    tracing::subscriber::with_default(subscriber(writer), || tracing::info!("queued"));
+    let started = Instant::now();
+    assert!(!handle.shutdown(Duration::from_millis(100)));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "shutdown waited {took:?}");
+    open_gate.send(()).expect("the writer thread waits");
+    assert!(handle.shutdown(WAIT), "finishes once the output moves");
+    assert!(output.text().contains("queued"));
 }
 
 #[test]

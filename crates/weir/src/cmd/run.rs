@@ -9,6 +9,9 @@ use std::process::ExitCode;
 
 use crate::config::Config;
 
+/// How long the exit waits for the log writer to write what is queued.
+const LOG_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Arguments of `weir run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -51,8 +54,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(crate::runtime::run(config, log.clone()));
     // Blocking reads of stdin (file source "-") must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // Outside the runtime: waiting for the log writer parks no async worker. A stalled
+    // stderr (a paused terminal) holds the exit no longer than this.
     if let Some(log) = log {
-        log.shutdown();
+        log.shutdown(LOG_FLUSH_TIMEOUT);
     }
     result.map(|()| ExitCode::SUCCESS)
 }

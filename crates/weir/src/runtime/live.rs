@@ -1,11 +1,16 @@
 //! The live line: once a second, on a terminal, records in/out per second, the WAL's
 //! budget use and the slowest sink's lag.
+//!
+//! It is drawn by the log writer's thread ([`LogHandle::status_line`]), never written
+//! to stderr from the task: a slow terminal then costs a replaced line, not a parked
+//! runtime worker.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::status::Registry;
+use crate::logging::LogHandle;
 use crate::pipeline::stats::get;
 
 /// Totals the line is computed from.
@@ -50,8 +55,13 @@ fn totals(registry: &Registry) -> Totals {
     }
 }
 
-/// Starts the live line if stderr is a terminal.
-pub fn spawn_if_terminal(registry: Arc<Registry>) -> Option<tokio::task::JoinHandle<()>> {
+/// Starts the live line if stderr is a terminal and logging is set up (`log`): the
+/// line goes through the log writer, and without it there is no line.
+pub fn spawn_if_terminal(
+    registry: Arc<Registry>,
+    log: Option<LogHandle>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let log = log?;
     if !std::io::stderr().is_terminal() {
         return None;
     }
@@ -70,7 +80,7 @@ pub fn spawn_if_terminal(registry: Arc<Registry>) -> Option<tokio::task::JoinHan
                 .max_by_key(|c| c.lag_records)
                 .map(|c| (c.name.as_str(), c.lag_records));
             let text = line(before, now, at.elapsed(), wal.budget_used, slowest);
-            let _ = write!(std::io::stderr(), "\r\x1b[2K{text}");
+            log.status_line(&text);
             before = now;
             at = tokio::time::Instant::now();
         }

@@ -90,7 +90,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     let mut signals = Signals::new().context("installing the SIGTERM/SIGINT handlers")?;
     let checked = check(&config).await?;
     let opened = open(&config, log.as_ref()).await?;
-    let running = start(&config, checked, opened);
+    let running = start(&config, checked, opened, log.clone());
     tracing::info!(
         "running ({} sources, {} sinks); status on http://{}/status; started in {:?}",
         config.sources.len(),
@@ -98,7 +98,8 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         config.runtime.status_addr,
         started.elapsed()
     );
-    wait(&mut signals, running.live.is_some()).await;
+    let live_line = if running.live.is_some() { log } else { None };
+    wait(&mut signals, live_line).await;
     drain(&config, running).await;
     Ok(())
 }
@@ -214,8 +215,9 @@ pub struct Running {
     live: Option<JoinHandle<()>>,
 }
 
-/// Step 3: one driver per sink, then the sources, then `/status`.
-pub fn start(config: &Config, checked: Checked, opened: Opened) -> Running {
+/// Step 3: one driver per sink, then the sources, then `/status` (and the live line on
+/// a terminal, through `log`).
+pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogHandle>) -> Running {
     let Opened {
         telemetry,
         wal,
@@ -340,7 +342,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened) -> Running {
             telemetry.serve(status_listener, shutdown).await
         }
     });
-    let live = live::spawn_if_terminal(Arc::clone(&registry));
+    let live = live::spawn_if_terminal(Arc::clone(&registry), log);
     Running {
         wal,
         wal_component,
@@ -357,10 +359,12 @@ pub fn start(config: &Config, checked: Checked, opened: Opened) -> Running {
 }
 
 /// Step 4: waits for SIGTERM or SIGINT; a second signal then exits at once (130).
-pub async fn wait(signals: &mut Signals, live_line: bool) {
+/// `live_line`: the log writer drawing the live line, which is then ended (through
+/// the writer: nothing here writes to stderr).
+pub async fn wait(signals: &mut Signals, live_line: Option<LogHandle>) {
     let signal = signals.next().await;
-    if live_line {
-        eprintln!();
+    if let Some(log) = live_line {
+        log.end_status_line();
     }
     tracing::info!("{signal}: shutting down (a second signal exits at once)");
     let mut rest = std::mem::replace(signals, Signals::closed());
