@@ -19,11 +19,11 @@ for i in $(seq "$runs"); do
     bin="$a"; [ "$side" = B ] && bin="$b"
     WEIR_BIN="$bin" WEIR_BENCH_CASES="max http" WEIR_BENCH_BASELINES=0 \
       scripts/bench-pipeline.sh "$secs" |
-      awk -v s="$side" -v i="$i" '$1 == "max" || $1 == "http" {print s, i, $1, $2, $3, $7}' |
+      awk -v s="$side" -v i="$i" '$1 == "max" || $1 == "http" {print s, i, $1, $2, $3, $6, $7}' |
       tee -a "$out"
   done
 done
-echo "side run case records/s-in records/s-out cpu  (above); medians:"
+echo "(columns: side, run, case, records/s in, records/s out, weir CPU, peak RSS MiB); medians:"
 awk '
   { key = $1 " " $3; n[key]++; vin[key, n[key]] = $4; vout[key, n[key]] = $5 }
   function median(arr, key, count,   i, j, t, v) {
