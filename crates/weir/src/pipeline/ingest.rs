@@ -477,25 +477,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_deadlines_share_the_room_instead_of_all_passing() {
         let dir = tempfile::tempdir().unwrap();
-        let config = WalConfig::builder(dir.path())
-            .max_disk(256 * 1024)
-            .segment_bytes(16 * 1024)
-            .on_full(OnFull::Block)
-            .cursor("slow", CursorConfig::default())
-            .build()
-            .unwrap();
-        let (wal, _) = weir_wal::Wal::open(config).unwrap();
-        let telemetry = crate::telemetry::Telemetry::new("test".into());
-        let stats = Arc::new(SourceStats::new(
-            telemetry.component(crate::telemetry::ComponentKind::Source, "s"),
-        ));
-        let ingest = Ingest::new(
-            wal.clone(),
-            DualSemaphore::new(DualSemaphoreConfig::new(256, 8 << 20)),
-            Arc::new(Reserved::new()),
-            64,
-            stats,
-        );
+        let (wal, ingest) = blocking_wal(dir.path());
         // The largest admissible batch is the WAL's own limit here (half of max_disk),
         // below the channel's 8 MiB.
         assert_eq!(ingest.max_batch_bytes(), 128 * 1024);
