@@ -152,7 +152,10 @@ pub struct Opened {
 ///
 /// What could not be opened, naming its key.
 pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Opened> {
-    let telemetry = Telemetry::new(config.hash().to_string());
+    // Hashed once: the short form names the pipeline in /status, the full one goes into
+    // Parquet footers.
+    let hash = config.hash();
+    let telemetry = Telemetry::new(hash.to_string());
     if let Some(log) = log {
         log.register_metrics(
             &telemetry,
@@ -179,7 +182,7 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
         .context("quarantine.dir")?
         .with_telemetry(&telemetry);
     let cx = SinkContext {
-        config_hash: format!("sha256:{}", config.hash().hex()),
+        config_hash: format!("sha256:{}", hash.hex()),
         on_full: config.wal.on_full,
     };
     let mut sinks = Vec::new();
