@@ -314,6 +314,22 @@ async fn write_loop<S: Sink>(
                     Step::Rewind => return (sink, Outcome::Rewind),
                 }
             }
+            settled = sink.settled() => match settled {
+                Ok(durable) => {
+                    stats.component.set_state(State::Running);
+                    ack(durable);
+                }
+                Err(e) if e.needs_rewind() => {
+                    add(&stats.retries, 1);
+                    tracing::warn!("sink {}: {e}; reading again from its committed cursor", config.name);
+                    stats.component.set_state(State::Failed(e.to_string()));
+                    return (sink, Outcome::Rewind);
+                }
+                Err(e) => {
+                    log_failure(&config.name, &e, None);
+                    stats.component.set_state(State::Failed(e.to_string()));
+                }
+            },
             _ = tick.tick() => {
                 match sink.tick().await {
                     Ok(durable) => ack(durable),
@@ -382,10 +398,10 @@ async fn write_with_retry<S: Sink>(
             Err(e) => {
                 rejects.clear();
                 add(&stats.retries, 1);
-                tracing::warn!(
-                    "sink {}: write failed, retrying in {delay:?}: {e}",
-                    config.name
-                );
+                if e.is_permanent() {
+                    delay = config.retry_max;
+                }
+                log_failure(&config.name, &e, Some(delay));
                 stats.component.set_state(State::Failed(e.to_string()));
                 tokio::select! {
                     biased;
@@ -395,6 +411,17 @@ async fn write_with_retry<S: Sink>(
                 delay = (delay * 2).min(config.retry_max);
             }
         }
+    }
+}
+
+/// Logs a failed write (with the delay before it is retried) or a failed completion:
+/// at ERROR when retrying soon cannot help.
+fn log_failure(name: &str, e: &super::sink::SinkError, retry_in: Option<Duration>) {
+    let retry = retry_in.map_or(String::new(), |d| format!(", retrying in {d:?}"));
+    if e.is_permanent() {
+        tracing::error!("sink {name}: refused{retry}: {e}");
+    } else {
+        tracing::warn!("sink {name}: write failed{retry}: {e}");
     }
 }
 

@@ -58,6 +58,13 @@ pub enum SinkError {
     /// A blocking task was cancelled by runtime shutdown.
     #[error("the sink's blocking task was cancelled by runtime shutdown")]
     Cancelled,
+    /// The destination refuses the sink for a reason retrying soon will not fix (bad
+    /// credentials, a missing bucket, a 403): the sink shows `failed` with this
+    /// message, logged at ERROR, and the driver retries only every `retry.max`, so
+    /// that fixing the destination resumes it without a restart. Its cursor stays
+    /// where it is; the WAL's `required` and `max_lag` decide what that does upstream.
+    #[error("{0}")]
+    Permanent(String),
 }
 
 impl SinkError {
@@ -65,6 +72,11 @@ impl SinkError {
     /// driver must read again from the committed cursor instead of retrying the batch.
     pub fn needs_rewind(&self) -> bool {
         matches!(self, SinkError::Abandoned(_))
+    }
+
+    /// Whether retrying soon cannot help ([`SinkError::Permanent`]).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, SinkError::Permanent(_))
     }
 
     /// A failed filesystem operation.
@@ -131,6 +143,26 @@ pub trait Sink: Send + 'static {
     /// As [`Sink::tick`].
     fn finish(&mut self) -> impl Future<Output = Result<Option<u64>, SinkError>> + Send {
         async { Ok(None) }
+    }
+
+    /// Waits until more of what was handed to [`Sink::write`] is stored, and returns
+    /// the new durable offset. For sinks that work concurrently: their `write` hands a
+    /// batch to uploads or requests in flight and returns before it is stored (waiting
+    /// only while all of them are busy), and this reports each completion, released in
+    /// WAL order. The default never resolves (a sink whose `write` reports its own
+    /// durability).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sink::write`]: after [`SinkError::Abandoned`] the driver reads again from
+    /// the committed cursor; other errors mark the sink `failed` until it recovers.
+    ///
+    /// # Cancel safety
+    ///
+    /// Must be cancel-safe: the driver polls it next to new batches and drops it when
+    /// one arrives. Nothing may be lost by dropping it.
+    fn settled(&mut self) -> impl Future<Output = Result<Option<u64>, SinkError>> + Send {
+        std::future::pending()
     }
 
     /// Tells the sink where its cursor resumes (before the first write, and after a
