@@ -51,6 +51,7 @@ mod config;
 mod core;
 mod error;
 pub mod format;
+mod identity;
 mod reader;
 mod recovery;
 mod segment;
@@ -68,6 +69,7 @@ pub use config::{
     WalConfigBuilder,
 };
 pub use error::{AppendError, CommitError, CursorError, OpenError, ReadError};
+pub use identity::ID_FILE;
 pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record};
 pub use recovery::{OpenReport, QuarantinedSegment};
 pub use stats::{CursorStats, WalStats};

@@ -70,6 +70,10 @@ struct Inner {
     shared: Arc<Shared>,
     pending: Semaphore,
     max_batch_bytes: u64,
+    /// The WAL's identity (`wal.id`).
+    id: String,
+    /// The disk budget.
+    max_disk: u64,
     /// The writer thread; it owns the directory lock and releases it when it exits.
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -94,6 +98,8 @@ impl Wal {
     /// unknown format version, or the filesystem fails.
     pub fn open(config: WalConfig) -> Result<(Wal, OpenReport), OpenError> {
         let (opened, report) = open_dir(&config, crate::now_ms())?;
+        // With the directory lock held (taken by `open_dir`).
+        let id = crate::identity::load_or_create(&config.dir)?;
         let (durable, _) = watch::channel(opened.core.durable_end);
         let disk = opened.core.disk_bytes;
         let shared = Arc::new(Shared {
@@ -136,6 +142,8 @@ impl Wal {
                 shared,
                 pending,
                 max_batch_bytes: config.max_batch_bytes(),
+                id,
+                max_disk: config.max_disk,
                 writer: Mutex::new(Some(handle)),
             }),
         };
@@ -281,6 +289,24 @@ impl Wal {
     /// Whether a failed write or fsync has poisoned the log.
     pub fn is_poisoned(&self) -> bool {
         self.inner.shared.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The WAL's identity: a random id created with its directory and kept in it
+    /// (`wal.id`), so that an offset names a record only together with it.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The disk budget (`max_disk`).
+    pub fn max_disk(&self) -> u64 {
+        self.inner.max_disk
+    }
+
+    /// Frame bytes the log holds from `offset` to its end (estimated in proportion
+    /// within the segment holding `offset`): what a cursor at `offset` keeps from
+    /// retention. Cheap: one lock, no I/O.
+    pub fn bytes_since(&self, offset: u64) -> u64 {
+        self.inner.shared.core().lag_bytes(offset)
     }
 
     /// The durable end: every offset below it is on disk.

@@ -211,10 +211,6 @@ type = "nats"
 url = "nats://127.0.0.1:4222"
 stream = "S"
 consumer = "weir"
-[sinks.store]
-type = "object_store"
-inputs = ["js"]
-url = "s3://bucket/prefix"
 [sinks.api]
 type = "http"
 inputs = ["js"]
@@ -230,7 +226,6 @@ max_open_files = 2
     let err = stderr(&output);
     for needle in [
         r#"sources.js.type: "nats" sources are not built yet in this version of weir"#,
-        r#"sinks.store.type: "object_store" sinks are not built yet in this version of weir"#,
         r#"sinks.api.type: "http" sinks are not built yet in this version of weir"#,
         "sinks.lake.max_open_files: unknown key",
     ] {

@@ -23,6 +23,13 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// Each wait is this many times the previous one. Default `2.0`.
     pub multiplier: f64,
+    /// Full jitter (AWS's "exponential backoff and jitter"): each wait is drawn
+    /// uniformly from `[0, backoff(attempt)]`, so that operations failed together by
+    /// one outage do not retry together. The draw is seeded (`jitter_seed`), so a stage
+    /// run on a virtual clock stays deterministic. Default off.
+    pub jitter: bool,
+    /// Seed of the jitter draws.
+    pub jitter_seed: u64,
 }
 
 impl Default for RetryPolicy {
@@ -32,6 +39,8 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
             multiplier: 2.0,
+            jitter: false,
+            jitter_seed: 0,
         }
     }
 }
@@ -45,7 +54,17 @@ impl RetryPolicy {
         }
     }
 
-    /// The wait after failed attempt number `attempt` (the first is 1).
+    /// The same policy with full jitter on (see [`RetryPolicy::jitter`]).
+    pub fn with_full_jitter(self, seed: u64) -> Self {
+        RetryPolicy {
+            jitter: true,
+            jitter_seed: seed,
+            ..self
+        }
+    }
+
+    /// The longest wait after failed attempt number `attempt` (the first is 1): the wait
+    /// itself without jitter, its upper bound with it.
     ///
     /// # Examples
     ///

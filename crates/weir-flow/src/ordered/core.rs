@@ -110,6 +110,8 @@ pub struct OrderedCore<O, E> {
     held_bytes: u64,
     max_held_seen: usize,
     max_held_bytes_seen: u64,
+    /// State of the jitter draws (splitmix64).
+    jitter_state: u64,
     retries: u64,
     timeouts: u64,
     stats: FlowStats,
@@ -120,6 +122,7 @@ impl<O, E> OrderedCore<O, E> {
     pub fn new(config: OrderedConfig) -> Result<Self, OrderedConfigError> {
         config.validate()?;
         Ok(OrderedCore {
+            jitter_state: config.retry.jitter_seed,
             entries: VecDeque::with_capacity(config.max_held.min(1_024)),
             config,
             head_seq: 0,
@@ -276,8 +279,26 @@ impl<O, E> OrderedCore<O, E> {
         expired
     }
 
+    /// The wait before retrying after failed attempt `number`: the policy's backoff,
+    /// or with full jitter a uniform draw in `[0, backoff]`.
+    fn retry_wait(&mut self, number: u32) -> std::time::Duration {
+        let backoff = self.config.retry.backoff(number);
+        if !self.config.retry.jitter {
+            return backoff;
+        }
+        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.jitter_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        // 53 random bits as a fraction in [0, 1].
+        #[allow(clippy::cast_precision_loss)]
+        let fraction = (z >> 11) as f64 / ((1u64 << 53) - 1) as f64;
+        backoff.mul_f64(fraction)
+    }
+
     fn schedule_retry(&mut self, attempt: Attempt, now: Timestamp) -> Completion {
-        let retry_at = now + self.config.retry.backoff(attempt.number);
+        let retry_at = now + self.retry_wait(attempt.number);
         if let Some(slot) = self.slot_mut(attempt.seq) {
             *slot = Slot::Backoff {
                 failed: attempt.number,

@@ -16,8 +16,42 @@ fn config(n: usize) -> OrderedConfig {
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(15),
         multiplier: 2.0,
+        ..RetryPolicy::default()
     };
     c
+}
+
+/// Full jitter: every wait lies in `[0, backoff]`, the waits differ, and the same seed
+/// draws the same waits.
+#[test]
+fn full_jitter_spreads_retries_within_the_backoff_and_is_seeded() {
+    let waits = |seed: u64| {
+        let mut c = config(64);
+        c.retry = RetryPolicy {
+            max_attempts: NonZeroU32::new(2).unwrap(),
+            initial_backoff: Duration::from_millis(1_000),
+            max_backoff: Duration::from_millis(1_000),
+            ..RetryPolicy::default()
+        }
+        .with_full_jitter(seed);
+        let mut stage: OrderedCore<u32, &str> = OrderedCore::new(c).unwrap();
+        (0..64)
+            .map(|_| {
+                let a = stage.try_submit(ms(0)).unwrap();
+                match stage.complete(a, Err("x"), 0, ms(0)) {
+                    Completion::RetryAt(at) => at.as_millis(),
+                    other => panic!("expected a retry, got {other:?}"),
+                }
+            })
+            .collect::<Vec<u64>>()
+    };
+    let first = waits(7);
+    assert!(first.iter().all(|&w| w <= 1_000), "{first:?}");
+    let distinct: std::collections::BTreeSet<u64> = first.iter().copied().collect();
+    assert!(distinct.len() > 32, "waits should spread: {first:?}");
+    assert!(first.iter().any(|&w| w < 500) && first.iter().any(|&w| w >= 500));
+    assert_eq!(first, waits(7), "seeded");
+    assert_ne!(first, waits(8));
 }
 
 #[test]

@@ -42,7 +42,7 @@ use weir_wal::{ReadBatch, ReadLimits, Reader};
 
 use weir_wal::Wal;
 
-use super::sink::{Sink, SinkBatch, Unencodable};
+use super::sink::{Position, Sink, SinkBatch, Unencodable};
 use super::stats::{SinkStats, add};
 use crate::quarantine::{Quarantine, Rejected};
 use crate::record::{Record, peek_source};
@@ -243,6 +243,7 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
     }
     let next_offset = batch.next_offset();
     let mut records = Vec::with_capacity(batch.records.len());
+    let mut positions = Vec::with_capacity(batch.records.len());
     let mut bytes = 0;
     for wal_record in batch.records {
         let input = match peek_source(&wal_record.payload) {
@@ -261,6 +262,10 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
             Ok(record) => {
                 bytes += record.payload.len() as u64;
                 records.push(record);
+                positions.push(Position {
+                    offset: wal_record.offset,
+                    time_ms: wal_record.time_ms,
+                });
             }
             Err(e) => {
                 add(&stats.unencodable, 1);
@@ -272,6 +277,7 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
         records,
         next_offset,
         bytes,
+        positions,
     }
 }
 

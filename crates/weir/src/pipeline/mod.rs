@@ -15,7 +15,7 @@ pub mod sink;
 pub mod stats;
 
 pub use self::ingest::{AdmitError, Ingest, Reserved};
-pub use self::sink::{Sink, SinkBatch, SinkError, Unencodable, Written};
+pub use self::sink::{Position, Sink, SinkBatch, SinkDetails, SinkError, Unencodable, Written};
 pub use self::stats::{SinkStats, SourceStats};
 
 use tokio::sync::watch;

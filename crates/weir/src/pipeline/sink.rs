@@ -22,6 +22,19 @@ pub struct SinkBatch {
     pub next_offset: u64,
     /// Payload bytes of `records`.
     pub bytes: u64,
+    /// Where each of `records` is in the WAL (same order and length): sinks that cut
+    /// their output at recorded offsets (the object-store sink) need them.
+    pub positions: Vec<Position>,
+}
+
+/// A record's place in the WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// Its offset.
+    pub offset: u64,
+    /// When the WAL appended it, in milliseconds since the Unix epoch: the same on
+    /// every replay, unlike the clock at the sink.
+    pub time_ms: u64,
 }
 
 /// What a write achieved.
@@ -98,6 +111,10 @@ pub struct Unencodable {
     pub reason: EncodeError,
 }
 
+/// A sink type's own `/status` fields (`sinks.NAME.details`), read on the status
+/// server's thread while the sink runs.
+pub type SinkDetails = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// A running sink, as its driver uses it. Each sink type implements it in its
 /// `sinks/<type>/shell.rs`; the registry (`sinks/mod.rs`) dispatches to them.
 pub trait Sink: Send + 'static {
@@ -163,6 +180,12 @@ pub trait Sink: Send + 'static {
     /// one arrives. Nothing may be lost by dropping it.
     fn settled(&mut self) -> impl Future<Output = Result<Option<u64>, SinkError>> + Send {
         std::future::pending()
+    }
+
+    /// The sink type's own `/status` fields, if it has any (asked once, before the
+    /// driver starts).
+    fn details(&self) -> Option<SinkDetails> {
+        None
     }
 
     /// Tells the sink where its cursor resumes (before the first write, and after a

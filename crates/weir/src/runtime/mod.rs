@@ -170,7 +170,8 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
         .context("opening the WAL (wal.dir)")?;
     wal_component.set_state(State::Running);
     tracing::info!(
-        "WAL at {} open: offsets {}..{}; recovery cut {} bytes ({} records), quarantined {} segments",
+        "WAL {} at {} open: offsets {}..{}; recovery cut {} bytes ({} records), quarantined {} segments",
+        wal.id(),
         config.wal.dir.display(),
         report.start,
         report.durable_end,
@@ -184,6 +185,8 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
     let cx = SinkContext {
         config_hash: format!("sha256:{}", hash.hex()),
         on_full: config.wal.on_full,
+        wal: wal.clone(),
+        data_dir: config.runtime.data_dir.clone(),
     };
     let mut sinks = Vec::new();
     for (name, sink_config) in &config.sinks {
@@ -245,6 +248,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
             stats: Arc::clone(&stats),
             channel_batches: u64::from(sink_config.channel_batches.get()),
             channel_bytes: sink_config.channel_bytes(),
+            details: crate::pipeline::Sink::details(&sink),
         });
         let driver_config = DriverConfig {
             name,

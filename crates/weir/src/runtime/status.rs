@@ -49,6 +49,8 @@ pub struct SinkEntry {
     pub channel_batches: u64,
     /// Its channel's bound in bytes.
     pub channel_bytes: u64,
+    /// Its type's own fields.
+    pub details: Option<crate::pipeline::SinkDetails>,
 }
 
 impl Registry {
@@ -98,6 +100,7 @@ impl Registry {
                         "gap_records": get(&s.gap_records),
                         "buffered_bytes": get(&s.buffered_bytes),
                         "cursor": cursor,
+                        "details": e.details.as_ref().map(|d| d()),
                     }),
                 )
             })

@@ -37,6 +37,12 @@ pub struct SinkContext {
     pub config_hash: String,
     /// The WAL's `on_full` choice.
     pub on_full: weir_wal::OnFull,
+    /// The WAL: its id names objects; what an open file pins of its budget decides
+    /// budget-aware rotation ([`crate::sinks::rotate::pins_too_much`]).
+    pub wal: weir_wal::Wal,
+    /// `runtime.data_dir`: a sink that keeps state of its own (the object-store sink's
+    /// journal) keeps it under `<data_dir>/sinks/<name>/`.
+    pub data_dir: std::path::PathBuf,
 }
 
 /// A sink type that `weir run` drives.

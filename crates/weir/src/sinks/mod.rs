@@ -15,7 +15,8 @@
 //! | [`file`] | NDJSON files, rotated by bytes and age | the batch is written and fsynced |
 //! | [`parquet`] | Parquet files, rotated by bytes and age | the file holding the batch is closed and renamed |
 //! | [`blackhole`] | nothing; counts, optionally at a limited rate | at once |
-//! | [`object_store`], [`http`] | not built yet: their keys are checked, then the type is refused | |
+//! | [`object_store`] | Parquet or NDJSON objects in S3, GCS, Azure, a directory | the object's PUT or CompleteMultipartUpload succeeded, in WAL order |
+//! | [`http`] | not built yet: its keys are checked, then the type is refused | |
 
 pub mod blackhole;
 mod component;
@@ -52,6 +53,7 @@ macro_rules! registry {
 
         /// A running sink of any type.
         #[derive(Debug)]
+        #[allow(clippy::large_enum_variant, reason = "one per configured sink, made once")]
         pub enum Sink {
             $(
                 #[doc = concat!("Of a [`SinkKind::", stringify!($variant), "`].")]
@@ -121,6 +123,14 @@ macro_rules! registry {
                 match self { $(Sink::$variant(s) => s.finish().await,)+ }
             }
 
+            async fn settled(&mut self) -> Result<Option<u64>, SinkError> {
+                match self { $(Sink::$variant(s) => s.settled().await,)+ }
+            }
+
+            fn details(&self) -> Option<pipeline::SinkDetails> {
+                match self { $(Sink::$variant(s) => s.details(),)+ }
+            }
+
             fn resume_at(&mut self, next_offset: u64) {
                 match self { $(Sink::$variant(s) => s.resume_at(next_offset),)+ }
             }
@@ -132,6 +142,7 @@ registry! {
     File => file::FileSinkConfig,
     Parquet => parquet::ParquetConfig,
     Blackhole => blackhole::BlackholeConfig,
+    ObjectStore => object_store::ObjectStoreConfig,
 }
 
 /// Reads the keys of a sink type that is not built yet; whether they were valid.
@@ -139,9 +150,4 @@ type ParseKeys = fn(&mut Section<'_>) -> bool;
 
 /// Sink types whose keys are known but that this build does not drive yet: their keys
 /// are checked (so the rest of the file is), then the type is refused.
-const NOT_BUILT: &[(&str, ParseKeys)] = &[
-    ("object_store", |s| {
-        object_store::ObjectStoreConfig::parse(s).is_some()
-    }),
-    ("http", |s| http::HttpSinkConfig::parse(s).is_some()),
-];
+const NOT_BUILT: &[(&str, ParseKeys)] = &[("http", |s| http::HttpSinkConfig::parse(s).is_some())];

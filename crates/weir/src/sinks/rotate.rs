@@ -1,35 +1,105 @@
-//! `rotate = { bytes, age }`: when a file-writing sink closes its output and starts a
-//! new one. Shared by the sinks that write files or objects.
+//! `rotate = { bytes, age, max_wal_share }`: when a file-writing sink closes its output
+//! and starts a new one. Shared by the sinks that write files or objects.
 
 use serde::Serialize;
 
+use crate::keys::units::FromValue;
 use crate::keys::{ByteSize, Duration, Section};
 
 /// The rotation age of Parquet files and objects when `rotate.age` is not set.
 pub const DEFAULT_ROTATE_AGE: Duration = Duration::secs(300);
 
-/// `rotate = { bytes, age }`: when an output file is closed and a new one started.
+/// The share of `wal.max_disk` an open file may pin when `rotate.max_wal_share` is not
+/// set.
+pub const DEFAULT_MAX_WAL_SHARE: Share = Share(50);
+
+/// `rotate = { bytes, age, max_wal_share }`: when an output file is closed and a new
+/// one started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Rotate {
     /// Size of an output file. Default 128 MiB.
     pub bytes: ByteSize,
     /// Age of an output file; files are readable only once closed.
     pub age: Option<Duration>,
+    /// Budget-aware rotation, for sinks whose cursor waits until a file is closed
+    /// (Parquet, object store): the open file is closed early once the WAL bytes from
+    /// its first record to the WAL's end reach this share of `wal.max_disk`, so that a
+    /// healthy but buffering sink never fills the WAL (under `on_full = "block"` it
+    /// would stall every source). Default 50%.
+    pub max_wal_share: Share,
 }
 
-/// Reads `rotate`; `default_age` applies when `rotate.age` is absent.
-pub fn parse_rotate(s: &mut Section<'_>, default_age: Option<Duration>) -> Rotate {
+/// A share of a budget, in whole percent (1 to 100), written `"50%"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct Share(u8);
+
+impl Share {
+    /// `bytes × share`.
+    pub fn of(self, bytes: u64) -> u64 {
+        u64::try_from(u128::from(bytes) * u128::from(self.0) / 100).unwrap_or(u64::MAX)
+    }
+}
+
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}%", self.0)
+    }
+}
+
+impl From<Share> for String {
+    fn from(share: Share) -> String {
+        share.to_string()
+    }
+}
+
+impl FromValue for Share {
+    const EXPECTED: &'static str = r#"a percentage from "1%" to "100%""#;
+    fn from_value(value: &toml::Value) -> Result<Self, String> {
+        let bad = || format!("expected {}, found {value}", Self::EXPECTED);
+        let text = value.as_str().ok_or_else(bad)?;
+        let number = text.trim().strip_suffix('%').ok_or_else(bad)?;
+        match number.trim().parse::<u8>() {
+            Ok(n @ 1..=100) => Ok(Share(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Reads `rotate`; `default_age` applies when `rotate.age` is absent. `max_wal_share`
+/// is read only for sinks that pin the WAL while a file is open (`pins_wal`); for the
+/// others it is an error that says why.
+pub fn parse_rotate(s: &mut Section<'_>, default_age: Option<Duration>, pins_wal: bool) -> Rotate {
     let default = Rotate {
         bytes: ByteSize::mib(128),
         age: default_age,
+        max_wal_share: DEFAULT_MAX_WAL_SHARE,
     };
     let Some(mut t) = s.table("rotate") else {
         return default;
     };
+    let max_wal_share = if pins_wal {
+        t.or("max_wal_share", default.max_wal_share)
+    } else {
+        if t.has("max_wal_share") {
+            t.error(
+                "max_wal_share",
+                "this sink moves its cursor after every batch, so an open file never pins the WAL",
+            );
+        }
+        default.max_wal_share
+    };
     let rotate = Rotate {
         bytes: t.or("bytes", default.bytes),
         age: t.opt("age").or(default.age),
+        max_wal_share,
     };
     t.finish();
     rotate
+}
+
+/// Whether an open file whose first record is at `first_offset` pins enough of the WAL
+/// to be closed now (see [`Rotate::max_wal_share`]).
+pub fn pins_too_much(rotate: &Rotate, wal: &weir_wal::Wal, first_offset: u64) -> bool {
+    wal.bytes_since(first_offset) >= rotate.max_wal_share.of(wal.max_disk())
 }

@@ -7,7 +7,7 @@ mod types;
 use weir_wal::{OnFull, StartFrom, SyncMode};
 
 use super::*;
-use crate::sinks::MaxLag;
+use crate::sinks::{MaxLag, SinkKind};
 
 const MINIMAL: &str = r#"
 [runtime]
@@ -172,7 +172,7 @@ fn an_unknown_type_is_one_error_with_a_suggestion() {
     assert_eq!(
         errors,
         [
-            r#"sinks.lake.type: expected one of "file", "parquet", "blackhole", found "parket" (did you mean "parquet"?)"#
+            r#"sinks.lake.type: expected one of "file", "parquet", "blackhole", "object_store", found "parket" (did you mean "parquet"?)"#
         ]
     );
     let missing = errors_of_source("rate = 5");
@@ -301,37 +301,10 @@ fn sink_keys_are_checked() {
     assert_eq!(sink.start_from, StartFrom::Latest);
 }
 
-/// `weir run` cannot drive object-store and HTTP sinks yet, so `weir validate` refuses
-/// them too; their keys are still checked, so the rest of the file is.
+/// `weir run` cannot drive HTTP sinks yet, so `weir validate` refuses them too; their
+/// keys are still checked, so the rest of the file is.
 #[test]
 fn sinks_not_built_yet_are_refused_and_their_keys_still_checked() {
-    let store = |extra: &str| {
-        with(
-            &[
-                ("type = \"parquet\"", "type = \"object_store\""),
-                ("path = \"./weir-out/lake\"", "url = \"s3://bucket/prefix\""),
-            ],
-            extra,
-        )
-    };
-    let refused = errors(&store(""));
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(
-        refused[0].starts_with(
-            "sinks.lake.type: \"object_store\" sinks are not built yet in this version of weir; available: file, parquet, blackhole"
-        ),
-        "{refused:?}"
-    );
-    assert_eq!(
-        paths(&store("part_size = \"1 MiB\"\n")),
-        ["sinks.lake.type", "sinks.lake.part_size"]
-    );
-    assert_eq!(
-        paths(&store("format = \"ndjson\"\ncompression = \"zstd\"\n")),
-        ["sinks.lake.type", "sinks.lake.compression"]
-    );
-    let bad_url = store("").replace("s3://bucket/prefix", "bucket");
-    assert_eq!(paths(&bad_url), ["sinks.lake.type", "sinks.lake.url"]);
     let http = with(
         &[
             ("type = \"parquet\"", "type = \"http\""),
@@ -341,6 +314,91 @@ fn sinks_not_built_yet_are_refused_and_their_keys_still_checked() {
     );
     assert_eq!(paths(&http), ["sinks.lake.type", "sinks.lake.url"]);
     assert!(errors(&http)[0].contains("\"http\" sinks are not built yet"));
+}
+
+/// The object-store sink's keys: every mistake is reported at its key.
+#[test]
+fn object_store_keys_are_checked() {
+    let store = |url: &str, extra: &str| {
+        with(
+            &[
+                ("type = \"parquet\"", "type = \"object_store\""),
+                ("path = \"./weir-out/lake\"", &format!("url = \"{url}\"")),
+            ],
+            extra,
+        )
+    };
+    let config = Config::from_toml(&store("s3://bucket/a/b", "")).expect("valid");
+    let SinkKind::ObjectStore(c) = &config.sinks["lake"].kind else {
+        panic!("an object_store sink")
+    };
+    assert_eq!(
+        c.location,
+        crate::sinks::object_store::Location::S3 {
+            bucket: "bucket".into(),
+            prefix: "a/b".into()
+        }
+    );
+    assert_eq!(c.part_size.bytes(), 8 << 20);
+    assert_eq!(c.upload_concurrency.get(), 4);
+    assert!(c.parquet.is_some());
+    assert_eq!(
+        paths(&store("s3://bucket/prefix", "part_size = \"1 MiB\"\n")),
+        ["sinks.lake.part_size"]
+    );
+    // file:// has no smallest part.
+    Config::from_toml(&store("file:///tmp/lake", "part_size = \"1 MiB\"\n")).expect("valid");
+    Config::from_toml(&store(
+        "s3://b",
+        "format = \"ndjson\"\ncompression = \"zstd\"\n",
+    ))
+    .expect("valid");
+    assert_eq!(
+        paths(&store(
+            "s3://b",
+            "format = \"ndjson\"\ncompression = \"snappy\"\n"
+        )),
+        ["sinks.lake.compression"]
+    );
+    assert_eq!(
+        paths(&store(
+            "s3://b",
+            "format = \"ndjson\"\nrow_group_rows = 5\n"
+        )),
+        ["sinks.lake.row_group_rows"]
+    );
+    assert_eq!(paths(&store("bucket", "")), ["sinks.lake.url"]);
+    assert_eq!(paths(&store("file://relative", "")), ["sinks.lake.url"]);
+    assert_eq!(
+        paths(&store("s3://b", "max_open_files = 2\n")),
+        ["sinks.lake.max_open_files"]
+    );
+    assert_eq!(
+        paths(&store("s3://b", "endpoint = \"http://127.0.0.1:9000\"\n")),
+        ["sinks.lake.endpoint"]
+    );
+    Config::from_toml(&store(
+        "s3://b",
+        "endpoint = \"http://127.0.0.1:9000\"\nallow_http = true\nregion = \"us-east-1\"\npath_style = true\n",
+    ))
+    .expect("valid");
+    assert_eq!(
+        paths(&store("gs://b", "region = \"x\"\n")),
+        ["sinks.lake.region"]
+    );
+    assert_eq!(
+        paths(&store("file:///tmp/x", "endpoint = \"https://x\"\n")),
+        ["sinks.lake.endpoint"]
+    );
+    assert_eq!(
+        paths(&store("s3://b", "rotate = { max_wal_share = \"0%\" }\n")),
+        ["sinks.lake.rotate.max_wal_share"]
+    );
+    let file_sink = with(
+        &[("type = \"parquet\"", "type = \"file\"")],
+        "rotate = { max_wal_share = \"30%\" }\n",
+    );
+    assert_eq!(paths(&file_sink), ["sinks.lake.rotate.max_wal_share"]);
 }
 
 #[test]

@@ -22,7 +22,7 @@ impl SinkKeys for FileSinkConfig {
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
         let path = s.req("path", "the output directory");
-        let rotate = parse_rotate(s, None);
+        let rotate = parse_rotate(s, None, false);
         Some(Self {
             path: path?,
             rotate,

@@ -277,6 +277,7 @@ mod tests {
             rotate: crate::sinks::rotate::Rotate {
                 bytes: crate::keys::ByteSize::new(bytes).unwrap(),
                 age: None,
+                max_wal_share: crate::sinks::rotate::DEFAULT_MAX_WAL_SHARE,
             },
         }
     }
@@ -315,6 +316,7 @@ mod tests {
             ],
             next_offset: 3,
             bytes: 0,
+            ..SinkBatch::default()
         });
         let w = sink.write(&batch, &mut rejects).await.unwrap();
         assert_eq!(
@@ -349,6 +351,7 @@ mod tests {
             records: vec![record(1, b"1")],
             next_offset: 1,
             bytes: 1,
+            ..SinkBatch::default()
         });
         sink.write(&batch, &mut Vec::new()).await.unwrap();
         drop(sink); // a crash: never finished

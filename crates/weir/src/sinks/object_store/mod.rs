@@ -1,7 +1,26 @@
-//! `type = "object_store"`: Parquet or NDJSON objects in S3, GCS, Azure or a local
-//! directory, uploaded concurrently through the ordered stage. Not built yet:
-//! [`ObjectStoreConfig`] reads and checks its keys, and the registry refuses the type.
+//! `type = "object_store"`: Parquet or NDJSON objects in S3, GCS, Azure, a local
+//! directory or memory, uploaded concurrently through weir-flow's ordered stage, with
+//! no loss and no duplicate objects across crashes.
+//!
+//! - [`config`](ObjectStoreConfig): its keys.
+//! - `naming`: object names from the WAL's identity and each object's first offset.
+//! - `journal`: each object's boundaries, key and upload id, durable before the store
+//!   sees them.
+//! - `encode`: the open object's encoder (the Parquet sink's, or NDJSON).
+//! - `store`: the stores, with the `object_store` crate's own retries off.
+//! - `shell`: the running sink ([`ObjectStoreSink`]).
 
 mod config;
+mod encode;
+mod journal;
+mod naming;
+mod shell;
+mod store;
 
-pub use self::config::{Format, ObjectStoreConfig};
+#[cfg(test)]
+mod tests;
+
+pub use self::config::{Format, Location, NdjsonCompression, ObjectStoreConfig};
+pub use self::journal::JOURNAL_FILE;
+pub use self::shell::{ObjectStoreSink, ObjectStoreStats};
+pub use self::store::{LOCAL_UPLOADS_DIR, Store, StoreError};

@@ -53,7 +53,7 @@ impl SinkKeys for ParquetConfig {
     fn parse(s: &mut Section<'_>) -> Option<Self> {
         let path = s.req("path", "the output directory");
         Some(Self {
-            rotate: parse_rotate(s, Some(DEFAULT_ROTATE_AGE)),
+            rotate: parse_rotate(s, Some(DEFAULT_ROTATE_AGE), true),
             encoding: parse_encoding(s),
             path: path?,
         })

@@ -29,6 +29,7 @@
 //! ```
 
 mod config;
+mod encoder;
 mod error;
 mod schema;
 mod shell;
@@ -42,6 +43,7 @@ mod python_tests;
 mod tests;
 
 pub use self::config::{Compression, ParquetConfig, ParquetEncoding, parse_encoding};
+pub use self::encoder::{EncoderSettings, ParquetEncoder};
 pub use self::error::ParquetSinkError;
 pub use self::schema::record_schema;
 pub use self::shell::ParquetSink;

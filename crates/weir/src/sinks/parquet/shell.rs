@@ -13,6 +13,7 @@ use super::config::ParquetConfig;
 use super::error::ParquetSinkError;
 use super::writer::{FooterMetadata, ParquetFileWriter};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::rotate::{Rotate, pins_too_much};
 use crate::sinks::{OpenSink, SinkContext};
 
 /// A Parquet sink.
@@ -24,6 +25,9 @@ pub struct ParquetSink {
 #[derive(Debug)]
 struct State {
     writer: ParquetFileWriter,
+    /// Budget-aware rotation: the rotation settings and the WAL whose budget the open
+    /// file pins (none in unit tests of the writer alone).
+    pinning: Option<(Rotate, weir_wal::Wal)>,
     /// The end (next offset) of the last batch handed to the writer.
     last_next: Option<u64>,
 }
@@ -39,6 +43,17 @@ fn to_sink_error(e: ParquetSinkError) -> SinkError {
 }
 
 impl State {
+    /// Closes the open file early when it pins too much of the WAL's budget
+    /// ([`Rotate::max_wal_share`]).
+    fn close_if_pinning(&mut self) -> Result<(), ParquetSinkError> {
+        if let (Some((rotate, wal)), Some(first)) = (&self.pinning, self.writer.open_first_offset())
+            && pins_too_much(rotate, wal, first)
+        {
+            self.writer.finish()?;
+        }
+        Ok(())
+    }
+
     /// Everything handed over is in closed files when none is open.
     fn durable(&self) -> Option<u64> {
         if self.writer.open_path().is_none() {
@@ -53,7 +68,9 @@ impl OpenSink for ParquetConfig {
     type Sink = ParquetSink;
 
     fn open(&self, name: &str, cx: &SinkContext) -> Result<ParquetSink, SinkError> {
-        ParquetSink::open(name, self, FooterMetadata::from_context(cx))
+        let sink = ParquetSink::open(name, self, FooterMetadata::from_context(cx))?;
+        lock(&sink.state).pinning = Some((self.rotate, cx.wal.clone()));
+        Ok(sink)
     }
 }
 
@@ -74,6 +91,7 @@ impl ParquetSink {
         Ok(ParquetSink {
             state: Arc::new(Mutex::new(State {
                 writer,
+                pinning: None,
                 last_next: None,
             })),
         })
@@ -118,6 +136,7 @@ impl Sink for ParquetSink {
                 .write(&batch.records, last)
                 .map_err(to_sink_error)?;
             state.last_next = Some(batch.next_offset);
+            state.close_if_pinning().map_err(to_sink_error)?;
             Ok(Written {
                 durable_through: state.durable(),
                 unencodable: 0,
@@ -128,7 +147,8 @@ impl Sink for ParquetSink {
         .map_err(|_| SinkError::Cancelled)?
     }
 
-    /// Closes the open file if it is older than `rotate.age`.
+    /// Closes the open file if it is older than `rotate.age`, or pins more than
+    /// `rotate.max_wal_share` of the WAL.
     ///
     /// # Errors
     ///
@@ -145,6 +165,7 @@ impl Sink for ParquetSink {
                 .writer
                 .poll_age(SystemTime::now())
                 .map_err(to_sink_error)?;
+            state.close_if_pinning().map_err(to_sink_error)?;
             Ok(state.durable())
         })
         .await

@@ -25,6 +25,7 @@ pub(super) fn sink_config(dir: &Path) -> ParquetConfig {
         rotate: Rotate {
             bytes: ByteSize::new(128 << 20).expect("non-zero"),
             age: None,
+            max_wal_share: crate::sinks::rotate::DEFAULT_MAX_WAL_SHARE,
         },
         encoding: ParquetEncoding {
             row_group_rows: 65_536.try_into().expect("non-zero"),

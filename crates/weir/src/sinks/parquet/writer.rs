@@ -1,21 +1,14 @@
 //! [`ParquetFileWriter`]: records in, closed and renamed Parquet files out.
 
-use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::SystemTime;
 
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-
+use super::encoder::{EncoderSettings, ParquetEncoder};
 use super::error::ParquetSinkError;
-use super::schema::{BatchBuilder, record_schema, record_weight};
 use weir_wal::OnFull;
 
-use super::config::{Compression, ParquetConfig};
+use super::config::ParquetConfig;
 use crate::record::Record;
 use crate::sinks::SinkContext;
 use crate::sinks::rotate::Rotate;
@@ -32,10 +25,6 @@ pub const KEY_LAST_OFFSET: &str = "weir.last_offset";
 pub const KEY_SOURCE_NAMES: &str = "weir.source_names";
 /// Footer key: the version of weir that wrote the file.
 pub const KEY_WEIR_VERSION: &str = "weir.version";
-
-/// Largest batch converted to Arrow at once, whatever `row_group_bytes` says: Arrow's
-/// string and binary columns use 32-bit offsets.
-const MAX_CHUNK_BYTES: u64 = 512 * 1024 * 1024;
 
 /// What every file's footer says about the configuration that wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,15 +63,12 @@ pub struct Committed {
 
 /// The file being written.
 struct OpenFile {
-    writer: ArrowWriter<File>,
+    encoder: ParquetEncoder<File>,
     tmp_path: PathBuf,
     path: PathBuf,
     first_offset: u64,
     last_offset: u64,
-    rows: u64,
     opened_at: SystemTime,
-    /// Names of the sources seen; bounded by the number of configured sources.
-    sources: BTreeSet<Arc<str>>,
 }
 
 /// Writes records into Parquet files of the [documented schema](super::record_schema),
@@ -116,11 +102,8 @@ pub struct ParquetFileWriter {
     dir: PathBuf,
     prefix: String,
     rotate: Rotate,
-    row_group_rows: usize,
-    row_group_bytes: u64,
-    properties: WriterProperties,
+    settings: EncoderSettings,
     footer: FooterMetadata,
-    builder: BatchBuilder,
     open: Option<OpenFile>,
     /// The first offset of the next file, once known.
     next_first_offset: Option<u64>,
@@ -159,24 +142,12 @@ impl ParquetFileWriter {
         }
         fs::create_dir_all(dir).map_err(|e| ParquetSinkError::io("create directory", dir, e))?;
         remove_stale_tmp_files(dir, prefix)?;
-        let encoding = config.encoding;
-        let row_group_rows = encoding.row_group_rows.get() as usize;
-        let row_group_bytes = encoding.row_group_bytes.bytes();
-        let properties = WriterProperties::builder()
-            .set_compression(compression(encoding.compression))
-            .set_max_row_group_row_count(Some(row_group_rows))
-            .set_max_row_group_bytes(Some(usize::try_from(row_group_bytes).unwrap_or(usize::MAX)))
-            .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")))
-            .build();
         Ok(Self {
             dir: dir.to_owned(),
             prefix: prefix.to_owned(),
             rotate: config.rotate,
-            row_group_rows,
-            row_group_bytes,
-            properties,
+            settings: EncoderSettings::new(&config.encoding),
             footer,
-            builder: BatchBuilder::new(),
             open: None,
             next_first_offset: None,
             last_seen: None,
@@ -209,13 +180,18 @@ impl ParquetFileWriter {
         self.open.as_ref().map(|open| open.path.as_path())
     }
 
+    /// The first WAL offset the open file covers, if one is open.
+    pub fn open_first_offset(&self) -> Option<u64> {
+        self.open.as_ref().map(|open| open.first_offset)
+    }
+
     /// Bytes the open file's unflushed row group holds in memory (encoded pages and
     /// encoder buffers): kept below `row_group_bytes` after every
     /// [`write`](Self::write).
     pub fn buffered_bytes(&self) -> u64 {
         self.open
             .as_ref()
-            .map_or(0, |open| open.writer.memory_size() as u64)
+            .map_or(0, |open| open.encoder.buffered_bytes())
     }
 
     /// Appends `records`, which cover the WAL through `last_offset` (records of other
@@ -265,8 +241,7 @@ impl ParquetFileWriter {
             return Err(err);
         }
         let open = self.open.as_ref().expect("a file is open after append");
-        let size = open.writer.bytes_written() + open.writer.in_progress_size();
-        if size as u64 >= self.rotate.bytes.bytes() {
+        if open.encoder.size() >= self.rotate.bytes.bytes() {
             return self.close().map(Some);
         }
         Ok(None)
@@ -308,86 +283,41 @@ impl ParquetFileWriter {
         let tmp_path = self.dir.join(format!(".{name}.tmp"));
         let file =
             File::create(&tmp_path).map_err(|e| ParquetSinkError::io("create", &tmp_path, e))?;
-        let writer = ArrowWriter::try_new(file, record_schema(), Some(self.properties.clone()))
+        let encoder = ParquetEncoder::new(file, &self.settings)
             .map_err(|e| ParquetSinkError::encode(&tmp_path, e))?;
         Ok(OpenFile {
-            writer,
+            encoder,
             tmp_path,
             path,
             first_offset,
             last_offset: first_offset,
-            rows: 0,
             opened_at: SystemTime::now(),
-            sources: BTreeSet::new(),
         })
     }
 
     fn append(&mut self, records: &[Record], last_offset: u64) -> Result<(), ParquetSinkError> {
         let open = self.open.as_mut().expect("append runs with a file open");
-        let chunk_bytes = self.row_group_bytes.min(MAX_CHUNK_BYTES);
-        let mut rest = records;
-        while !rest.is_empty() {
-            let mut len = 0;
-            let mut bytes = 0;
-            while len < rest.len() && len < self.row_group_rows && (len == 0 || bytes < chunk_bytes)
-            {
-                bytes += record_weight(&rest[len]);
-                len += 1;
-            }
-            let (chunk, tail) = rest.split_at(len);
-            rest = tail;
-            let batch = self
-                .builder
-                .build(chunk)
-                .map_err(|e| ParquetSinkError::encode(&open.tmp_path, e.into()))?;
-            open.writer
-                .write(&batch)
-                .map_err(|e| ParquetSinkError::encode(&open.tmp_path, e))?;
-            if open.writer.memory_size() as u64 >= self.row_group_bytes {
-                open.writer
-                    .flush()
-                    .map_err(|e| ParquetSinkError::encode(&open.tmp_path, e))?;
-            }
-            for record in chunk {
-                if !open.sources.contains(&record.source) {
-                    open.sources.insert(Arc::clone(&record.source));
-                }
-            }
-        }
-        open.rows += records.len() as u64;
+        open.encoder
+            .append(records)
+            .map_err(|e| ParquetSinkError::encode(&open.tmp_path, e))?;
         open.last_offset = last_offset;
         Ok(())
     }
 
     /// Writes the footer, fsyncs, renames, fsyncs the directory.
     fn close(&mut self) -> Result<Committed, ParquetSinkError> {
-        let mut open = self.open.take().expect("close runs with a file open");
+        let open = self.open.take().expect("close runs with a file open");
         let OpenFile {
             first_offset,
             last_offset,
             ..
         } = open;
-        let sources: Vec<&str> = open.sources.iter().map(|name| &**name).collect();
-        let footer = [
-            (KEY_CONFIG_HASH, self.footer.config_hash.clone()),
-            (KEY_ON_FULL, self.footer.on_full.as_str().to_owned()),
-            (KEY_FIRST_OFFSET, first_offset.to_string()),
-            (KEY_LAST_OFFSET, last_offset.to_string()),
-            (
-                KEY_SOURCE_NAMES,
-                serde_json::to_string(&sources).expect("a list of strings serializes"),
-            ),
-            (KEY_WEIR_VERSION, env!("CARGO_PKG_VERSION").to_owned()),
-        ];
-        for (key, value) in footer {
-            open.writer
-                .append_key_value_metadata(KeyValue::new(key.to_owned(), value));
-        }
+        let rows = open.encoder.rows();
         let tmp_path = open.tmp_path.clone();
         let result = (|| {
             let file = open
-                .writer
-                .into_inner()
+                .encoder
+                .finish(&self.footer, first_offset, last_offset)
                 .map_err(|e| ParquetSinkError::encode(&tmp_path, e))?;
             file.sync_all()
                 .map_err(|e| ParquetSinkError::io("fsync", &tmp_path, e))?;
@@ -407,7 +337,7 @@ impl ParquetFileWriter {
                 Ok(Committed {
                     path: open.path,
                     through_offset: last_offset,
-                    rows: open.rows,
+                    rows,
                     bytes,
                 })
             }
@@ -430,14 +360,6 @@ impl ParquetFileWriter {
             // leftovers of this prefix on the next start.
             let _ = fs::remove_file(tmp_path);
         }
-    }
-}
-
-fn compression(compression: Compression) -> ParquetCompression {
-    match compression {
-        Compression::Zstd => ParquetCompression::ZSTD(ZstdLevel::default()),
-        Compression::Snappy => ParquetCompression::SNAPPY,
-        Compression::None => ParquetCompression::UNCOMPRESSED,
     }
 }
 
