@@ -49,6 +49,11 @@ export WEIR_MOSQUITTO_DISTRO=/usr/sbin/mosquitto
 WEIR_MOSQUITTO="$(scripts/install-mosquitto.sh)"
 export WEIR_MOSQUITTO
 
+# An S3-protocol server for the object-store sink's tests (s3s-fs, built once into the
+# tools cache); each test starts its own on a free loopback port with its own root.
+WEIR_S3S="$(scripts/install-s3s.sh)"
+export WEIR_S3S
+
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
 

@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
 pub mod mosquitto;
+pub mod s3;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -52,6 +52,11 @@ use crate::sinks::parquet::FooterMetadata;
 use crate::sinks::rotate::pins_too_much;
 use crate::sinks::{OpenSink, SinkContext};
 
+/// The first retry delay of a failed request.
+const RETRY_INITIAL: std::time::Duration = std::time::Duration::from_millis(200);
+/// The longest retry delay of a failed request (before jitter).
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Journal lines after which the journal is compacted (on the next tick).
 const COMPACT_AFTER_LINES: u64 = 1_024;
 
@@ -143,6 +148,12 @@ pub struct ObjectStoreStats {
     pub retries: AtomicU64,
     /// Uploads aborted (a failed object, or one recorded by an earlier run).
     pub aborted_uploads: AtomicU64,
+    /// Recorded uploads the store refused to abort (logged at WARN).
+    pub unabortable_uploads: AtomicU64,
+    /// Retries of requests made outside the stage.
+    pub inline_retries: AtomicU64,
+    /// Retries of stages replaced after a failure.
+    pub earlier_stage_retries: AtomicU64,
     /// Bytes of parts and objects uploading now.
     pub uploading_bytes: AtomicU64,
     /// Parts and objects uploading now.
@@ -312,6 +323,7 @@ impl ObjectStoreSink {
                 "bytes": get(&stats.bytes),
                 "upload_retries": get(&stats.retries),
                 "aborted_uploads": get(&stats.aborted_uploads),
+                "unabortable_uploads": get(&stats.unabortable_uploads),
                 "in_flight": get(&stats.in_flight),
                 "uploading_bytes": get(&stats.uploading_bytes),
                 "max_uploading_bytes": bound,
@@ -345,19 +357,41 @@ impl ObjectStoreSink {
             .filter_map(|(&first, r)| r.upload.clone().map(|id| (first, r.key.clone(), id)))
             .collect();
         for (first, key, id) in uploads {
-            let aborted = self.store.abort(&key, &id).await.map_err(|e| {
-                if e.permanent {
-                    SinkError::Permanent(format!("object store sink {}: {e}", self.name))
-                } else {
-                    abandoned(&self.name, format!("aborting a recorded upload: {e}"))
+            let store = self.store.clone();
+            let aborted = self
+                .with_retries("AbortMultipartUpload", || {
+                    let (store, key, id) = (store.clone(), key.clone(), id.clone());
+                    async move { store.abort(&key, &id).await }
+                })
+                .await;
+            match aborted {
+                Ok(true) => {
+                    self.stats.aborted_uploads.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        "sink {}: aborted the unfinished upload {id} of {key} (a failed or crashed run's); its records are written again",
+                        self.name
+                    );
                 }
-            })?;
-            if aborted {
-                self.stats.aborted_uploads.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    "sink {}: aborted the unfinished upload {id} of {key} (a failed or crashed run's); its records are written again",
-                    self.name
-                );
+                Ok(false) => {}
+                // Some stores refuse to abort an upload that completed (s3s-fs answers
+                // 403, S3 404): the replay overwrites the object under the same key
+                // either way, so nothing is lost; at worst the upload's parts stay until
+                // the bucket's lifecycle rule removes them.
+                Err(e) if e.permanent => {
+                    self.stats
+                        .unabortable_uploads
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "sink {}: could not abort the recorded upload {id} of {key}: {e}; if it never completed, its parts stay until a lifecycle rule for unfinished multipart uploads removes them",
+                        self.name
+                    );
+                }
+                Err(e) => {
+                    return Err(abandoned(
+                        &self.name,
+                        format!("aborting a recorded upload: {e}"),
+                    ));
+                }
             }
             if let Some(r) = self.recorded.get_mut(&first) {
                 r.upload = None;
@@ -372,6 +406,46 @@ impl ObjectStoreSink {
             .await?;
         self.needs_recovery = false;
         Ok(())
+    }
+
+    /// Runs a request outside the ordered stage (a CreateMultipartUpload, an abort at
+    /// recovery) with the stage's policy: up to `max_attempts`, capped exponential
+    /// backoff with full jitter; retries are counted with the stage's.
+    fn with_retries<T, F, Fut>(
+        &self,
+        what: &'static str,
+        f: F,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + use<T, F, Fut>
+    where
+        F: Fn() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<T, StoreError>> + Send,
+        T: Send,
+    {
+        let attempts = self.config.max_attempts.get();
+        let stats = Arc::clone(&self.stats);
+        let name = self.name.clone();
+        async move {
+            let mut attempt = 1;
+            loop {
+                match f().await {
+                    Ok(value) => return Ok(value),
+                    Err(e) if e.permanent || attempt >= attempts => return Err(e),
+                    Err(e) => {
+                        stats.inline_retries.fetch_add(1, Ordering::Relaxed);
+                        let ceiling = RETRY_INITIAL
+                            .saturating_mul(1 << (attempt - 1).min(16))
+                            .min(RETRY_MAX);
+                        let mut raw = [0u8; 8];
+                        let _ = getrandom::fill(&mut raw);
+                        #[allow(clippy::cast_precision_loss, reason = "a fraction for jitter")]
+                        let fraction = (u64::from_le_bytes(raw) >> 11) as f64 / (1u64 << 53) as f64;
+                        tracing::debug!("sink {name}: {what} failed, retrying: {e}");
+                        tokio::time::sleep(ceiling.mul_f64(fraction)).await;
+                        attempt += 1;
+                    }
+                }
+            }
+        }
     }
 
     /// Submits `op`, taking completions while the stage is full (so that its held
@@ -403,9 +477,7 @@ impl ObjectStoreSink {
     /// Takes one completion, in order.
     fn take(&mut self, result: Result<Done, OrderedError<StoreError>>) -> Result<(), SinkError> {
         self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.stats
-            .retries
-            .store(self.stage.retries(), Ordering::Relaxed);
+        self.count_retries();
         match result.map_err(|e| from_stage(&self.name, e))? {
             Done::Part { bytes } => {
                 self.stats
@@ -435,6 +507,14 @@ impl ObjectStoreSink {
             }
         }
         Ok(())
+    }
+
+    /// `retries` = the retries of earlier stages + this stage's + the inline ones.
+    fn count_retries(&self) {
+        let total = get(&self.stats.earlier_stage_retries)
+            + self.stage.retries()
+            + get(&self.stats.inline_retries);
+        self.stats.retries.store(total, Ordering::Relaxed);
     }
 
     fn held_bytes(&self) -> u64 {
@@ -522,13 +602,21 @@ impl ObjectStoreSink {
             None => {
                 let (first, key) = (open.first, open.key.clone());
                 let metadata = self.metadata(first, None);
-                let id = self.store.create(&key, &metadata).await.map_err(|e| {
-                    if e.permanent {
-                        SinkError::Permanent(format!("object store sink {}: {e}", self.name))
-                    } else {
-                        abandoned(&self.name, e)
-                    }
-                })?;
+                let store = self.store.clone();
+                let id = self
+                    .with_retries("CreateMultipartUpload", || {
+                        let (store, key, metadata) =
+                            (store.clone(), key.clone(), Arc::clone(&metadata));
+                        async move { store.create(&key, &metadata).await }
+                    })
+                    .await
+                    .map_err(|e| {
+                        if e.permanent {
+                            SinkError::Permanent(format!("object store sink {}: {e}", self.name))
+                        } else {
+                            abandoned(&self.name, e)
+                        }
+                    })?;
                 let (k, i) = (key.clone(), id.clone());
                 self.blocking_journal(move |j| j.started(first, &k, &i))
                     .await?;
@@ -725,6 +813,9 @@ impl ObjectStoreSink {
     /// Throws away everything in flight (after a failure, or before a replay).
     fn reset(&mut self, next_offset: u64) {
         self.stage.close();
+        self.stats
+            .earlier_stage_retries
+            .fetch_add(self.stage.retries(), Ordering::Relaxed);
         self.stage = new_stage(&self.config, &self.store, &self.stats, &self.name);
         for counter in [
             &self.stats.in_flight,
@@ -767,8 +858,8 @@ fn new_stage(
     });
     let mut retry = RetryPolicy::default().with_full_jitter(seed);
     retry.max_attempts = config.max_attempts;
-    retry.initial_backoff = std::time::Duration::from_millis(200);
-    retry.max_backoff = std::time::Duration::from_secs(15);
+    retry.initial_backoff = RETRY_INITIAL;
+    retry.max_backoff = RETRY_MAX;
     stage_config.retry = retry;
     let store = store.clone();
     let stats = Arc::clone(stats);
@@ -862,6 +953,7 @@ impl Sink for ObjectStoreSink {
     }
 
     async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
+        self.count_retries();
         if !self.needs_recovery {
             self.rotate_if_due().await?;
             if lock(&self.journal).lines() > COMPACT_AFTER_LINES {

@@ -1,0 +1,388 @@
+//! An S3-protocol server of the test's own (s3s-fs on a free loopback port, with its own
+//! root directory), a fault proxy to put in front of it, and a reader of what it holds
+//! through pyarrow's S3 filesystem.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::free_addr;
+
+/// The access key the tests use (the server's, passed to weir through the standard
+/// AWS environment variables).
+pub const ACCESS_KEY: &str = "weir-test-access";
+/// The secret key the tests use.
+pub const SECRET_KEY: &str = "weir-test-secret";
+/// The bucket every server has.
+pub const BUCKET: &str = "lake";
+
+/// The server binary: `$WEIR_S3S` (set by scripts/test.sh), else what
+/// scripts/install-s3s.sh prints (building it once). Resolved once.
+pub fn s3s_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("WEIR_S3S").filter(|b| !b.is_empty()) {
+            return PathBuf::from(bin);
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-s3s.sh");
+        let out = Command::new(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/install-s3s.sh");
+        let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            out.status.success() && !printed.is_empty(),
+            "install-s3s.sh failed"
+        );
+        PathBuf::from(printed)
+    })
+    .clone()
+}
+
+/// A running s3s-fs; killed on drop. Stopping and starting it again keeps its root.
+pub struct S3Server {
+    child: Option<Child>,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its root directory (a bucket is a directory under it).
+    pub root: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl S3Server {
+    /// Starts a server with an empty root holding [`BUCKET`].
+    pub fn start() -> S3Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join(BUCKET)).expect("bucket directory");
+        let mut server = S3Server {
+            child: None,
+            addr: free_addr(),
+            root,
+            log: dir.path().join("s3s.log"),
+            _dir: dir,
+        };
+        server.restart();
+        server
+    }
+
+    /// Starts it again (on the same port) after [`S3Server::stop`].
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = Command::new(s3s_bin())
+            .args(["--host", "127.0.0.1", "--port"])
+            .arg(self.addr.port().to_string())
+            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+            .arg(&self.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn s3s-fs");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "s3s-fs never listened:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills it (its root stays).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Its log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Files of unfinished multipart uploads under its root.
+    pub fn unfinished_uploads(&self) -> Vec<String> {
+        std::fs::read_dir(&self.root)
+            .expect("list root")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with(".upload"))
+            .collect()
+    }
+
+    /// The environment weir needs to reach it.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_owned()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+        ]
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One object as pyarrow reads it: its key, rows and footer offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    /// Its key under the bucket.
+    pub key: String,
+    /// Rows in it.
+    pub rows: u64,
+    /// `weir.first_offset` from its footer.
+    pub first: u64,
+    /// `weir.last_offset` from its footer.
+    pub last: u64,
+}
+
+/// Every Parquet object under `prefix` of [`BUCKET`] at `addr`, read with pyarrow's S3
+/// filesystem (the client users read the lake with), sorted by first offset.
+pub fn read_parquet_objects(addr: SocketAddr, prefix: &str) -> Vec<StoredObject> {
+    let script = format!(
+        r#"
+import json, pyarrow.fs as fs, pyarrow.parquet as pq
+s3 = fs.S3FileSystem(access_key="{ACCESS_KEY}", secret_key="{SECRET_KEY}",
+                     endpoint_override="127.0.0.1:{port}", scheme="http", region="us-east-1")
+out = []
+for info in s3.get_file_info(fs.FileSelector("{BUCKET}/{prefix}", recursive=True)):
+    if info.type != fs.FileType.File:
+        continue
+    with s3.open_input_file(info.path) as f:
+        table = pq.read_table(f)
+        meta = pq.read_metadata(s3.open_input_file(info.path)).metadata
+    out.append(dict(key=info.path, rows=table.num_rows,
+                    first=int(meta[b"weir.first_offset"]), last=int(meta[b"weir.last_offset"])))
+print(json.dumps(out))
+"#,
+        port = addr.port()
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "reading the bucket with pyarrow failed (run scripts/test.sh, which installs it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut objects: Vec<StoredObject> = list
+        .iter()
+        .map(|o| StoredObject {
+            key: o["key"].as_str().unwrap_or_default().to_owned(),
+            rows: o["rows"].as_u64().unwrap_or_default(),
+            first: o["first"].as_u64().unwrap_or_default(),
+            last: o["last"].as_u64().unwrap_or_default(),
+        })
+        .collect();
+    objects.sort_by_key(|o| o.first);
+    objects
+}
+
+/// Checks that `objects` cover `0..end` exactly once, each holding one row per offset
+/// (every record comes from the one source): no gap, no overlap, no loss.
+pub fn assert_exact_cover(objects: &[StoredObject], end: u64) {
+    let mut next = 0;
+    for o in objects {
+        assert_eq!(
+            o.first, next,
+            "a gap or an overlap before {o:?}; all: {objects:#?}"
+        );
+        assert_eq!(o.rows, o.last - o.first + 1, "rows of {o:?}");
+        next = o.last + 1;
+    }
+    assert_eq!(
+        next, end,
+        "objects end at {next}, the WAL at {end}: {objects:#?}"
+    );
+}
+
+/// What the fault proxy does to each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward it.
+    Pass,
+    /// Answer 503 SlowDown without forwarding.
+    SlowDown,
+    /// Close the connection without answering.
+    Drop,
+}
+
+/// An HTTP/1.1 proxy in front of the S3 server that injects faults: for each
+/// `(fault, every)` set, every `every`th request gets `fault` (the first that applies),
+/// and each forwarded request waits `delay` first. Counts what it did.
+pub struct FaultProxy {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Requests seen.
+    pub requests: Arc<AtomicU64>,
+    /// Faults injected (503s and dropped connections).
+    pub faults: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    config: Arc<std::sync::Mutex<Faults>>,
+}
+
+type Faults = (Vec<(Fault, u64)>, Duration);
+
+impl FaultProxy {
+    /// A proxy to `upstream`, passing everything until [`FaultProxy::set`].
+    pub fn start(upstream: SocketAddr) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let proxy = FaultProxy {
+            addr,
+            requests: Arc::default(),
+            faults: Arc::default(),
+            stop: Arc::default(),
+            config: Arc::new(std::sync::Mutex::new((Vec::new(), Duration::ZERO))),
+        };
+        let (requests, faults, stop, config) = (
+            Arc::clone(&proxy.requests),
+            Arc::clone(&proxy.faults),
+            Arc::clone(&proxy.stop),
+            Arc::clone(&proxy.config),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let (requests, faults, config) = (
+                            Arc::clone(&requests),
+                            Arc::clone(&faults),
+                            Arc::clone(&config),
+                        );
+                        std::thread::spawn(move || {
+                            serve(client, upstream, &requests, &faults, &config);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        proxy
+    }
+
+    /// From now on, every `every`th request gets `fault`, for each pair; forwarded ones
+    /// wait `delay`.
+    pub fn set(&self, faults: &[(Fault, u64)], delay: Duration) {
+        let faults = faults.iter().map(|&(f, every)| (f, every.max(1))).collect();
+        *self.config.lock().expect("lock") = (faults, delay);
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads one request (head and `Content-Length` body); `None` at EOF.
+fn read_request(client: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = client.read(&mut byte).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&byte[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = client.read(&mut byte).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&byte[..n]);
+    }
+    Some(buf)
+}
+
+fn serve(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    requests: &AtomicU64,
+    faults: &AtomicU64,
+    config: &std::sync::Mutex<Faults>,
+) {
+    while let Some(request) = read_request(&mut client) {
+        let n = requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let (rules, delay) = config.lock().expect("lock").clone();
+        let fault = rules
+            .iter()
+            .find(|(_, every)| n.is_multiple_of(*every))
+            .map_or(Fault::Pass, |&(fault, _)| fault);
+        match fault {
+            Fault::SlowDown => {
+                faults.fetch_add(1, Ordering::Relaxed);
+                let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                let response = format!(
+                    "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = client.write_all(response.as_bytes());
+                return;
+            }
+            Fault::Drop => {
+                faults.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Fault::Pass => {}
+        }
+        std::thread::sleep(delay);
+        // One upstream connection per request, closed by the server after its answer:
+        // the response is forwarded as it comes, to its end.
+        let Ok(mut up) = TcpStream::connect(upstream) else {
+            return;
+        };
+        let head_end = request
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(request.len(), |i| i + 2);
+        let mut forwarded = request[..head_end].to_vec();
+        forwarded.extend_from_slice(b"Connection: close\r\n");
+        forwarded.extend_from_slice(&request[head_end..]);
+        if up.write_all(&forwarded).is_err() {
+            return;
+        }
+        let mut response = Vec::new();
+        if up.read_to_end(&mut response).is_err() || client.write_all(&response).is_err() {
+            return;
+        }
+        // The upstream closed after one response; so does this connection, unless the
+        // response said nothing (then the client may reuse it).
+        if String::from_utf8_lossy(&response[..response.len().min(2048)])
+            .to_ascii_lowercase()
+            .contains("connection: close")
+        {
+            return;
+        }
+    }
+}
