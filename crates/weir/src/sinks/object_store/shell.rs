@@ -802,7 +802,7 @@ impl ObjectStoreSink {
         match e {
             SinkError::Permanent(message) => {
                 tracing::error!(
-                    "{message}; fix the store or its credentials: the sink retries every retry.max"
+                    "{message}; fix the store or its credentials: the sink retries with backoff up to retry.max"
                 );
                 SinkError::Abandoned(message)
             }
