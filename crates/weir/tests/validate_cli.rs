@@ -68,7 +68,7 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
 
 #[test]
 fn every_example_is_valid() {
-    for name in ["quickstart", "http", "mqtt"] {
+    for name in ["quickstart", "http", "mqtt", "s3"] {
         let output = validate(&repo_root().join(format!("examples/{name}.toml")));
         assert!(output.status.success(), "{name}: {}", stderr(&output));
     }
@@ -254,4 +254,18 @@ max_open_files = 2
         !dir.path().join("d").exists(),
         "weir run created its data_dir: {run_err}"
     );
+}
+
+/// The object-store sink's memory is in the inventory: the parts uploading
+/// (`upload_concurrency × part_size`) and the open object's encoder.
+#[test]
+fn the_object_store_sink_shows_its_upload_memory() {
+    let output = validate(&repo_root().join("examples/s3.toml"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains("sinks.lake.uploads         4      32 MiB  parts uploading: upload_concurrency 4 × part_size 8 MiB"),
+        "{out}"
+    );
+    assert!(out.contains("sinks.lake.encoder         1      24 MiB"), "{out}");
 }

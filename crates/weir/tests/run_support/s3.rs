@@ -238,6 +238,37 @@ pub struct FaultProxy {
     pub faults: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     config: Arc<std::sync::Mutex<Faults>>,
+    link: Arc<Link>,
+}
+
+/// At most `max` requests forwarded at once (0: no cap): the proxy's link capacity.
+#[derive(Default)]
+struct Link {
+    max: AtomicU64,
+    busy: std::sync::Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+impl Link {
+    fn acquire(&self) {
+        let max = self.max.load(Ordering::Relaxed);
+        if max == 0 {
+            return;
+        }
+        let mut busy = self.busy.lock().expect("lock");
+        while *busy >= max {
+            busy = self.freed.wait(busy).expect("wait");
+        }
+        *busy += 1;
+    }
+
+    fn release(&self) {
+        if self.max.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        *self.busy.lock().expect("lock") -= 1;
+        self.freed.notify_one();
+    }
 }
 
 type Faults = (Vec<(Fault, u64)>, Duration);
@@ -254,24 +285,27 @@ impl FaultProxy {
             faults: Arc::default(),
             stop: Arc::default(),
             config: Arc::new(std::sync::Mutex::new((Vec::new(), Duration::ZERO))),
+            link: Arc::default(),
         };
-        let (requests, faults, stop, config) = (
+        let (requests, faults, stop, config, link) = (
             Arc::clone(&proxy.requests),
             Arc::clone(&proxy.faults),
             Arc::clone(&proxy.stop),
             Arc::clone(&proxy.config),
+            Arc::clone(&proxy.link),
         );
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((client, _)) => {
-                        let (requests, faults, config) = (
+                        let (requests, faults, config, link) = (
                             Arc::clone(&requests),
                             Arc::clone(&faults),
                             Arc::clone(&config),
+                            Arc::clone(&link),
                         );
                         std::thread::spawn(move || {
-                            serve(client, upstream, &requests, &faults, &config);
+                            serve(client, upstream, &requests, &faults, &config, &link);
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -279,6 +313,12 @@ impl FaultProxy {
             }
         });
         proxy
+    }
+
+    /// At most `max` requests are forwarded at once (each holds its place for the
+    /// proxy's delay and the upstream's answer); 0 lifts the cap.
+    pub fn set_link(&self, max: u64) {
+        self.link.max.store(max, Ordering::Relaxed);
     }
 
     /// From now on, every `every`th request gets `fault`, for each pair; forwarded ones
@@ -331,6 +371,7 @@ fn serve(
     requests: &AtomicU64,
     faults: &AtomicU64,
     config: &std::sync::Mutex<Faults>,
+    link: &Link,
 ) {
     while let Some(request) = read_request(&mut client) {
         let n = requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -356,24 +397,11 @@ fn serve(
             }
             Fault::Pass => {}
         }
-        std::thread::sleep(delay);
-        // One upstream connection per request, closed by the server after its answer:
-        // the response is forwarded as it comes, to its end.
-        let Ok(mut up) = TcpStream::connect(upstream) else {
-            return;
-        };
-        let head_end = request
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map_or(request.len(), |i| i + 2);
-        let mut forwarded = request[..head_end].to_vec();
-        forwarded.extend_from_slice(b"Connection: close\r\n");
-        forwarded.extend_from_slice(&request[head_end..]);
-        if up.write_all(&forwarded).is_err() {
-            return;
-        }
-        let mut response = Vec::new();
-        if up.read_to_end(&mut response).is_err() || client.write_all(&response).is_err() {
+        link.acquire();
+        let answered = forward(&request, upstream, delay);
+        link.release();
+        let Some(response) = answered else { return };
+        if client.write_all(&response).is_err() {
             return;
         }
         // The upstream closed after one response; so does this connection, unless the
@@ -384,5 +412,30 @@ fn serve(
         {
             return;
         }
+    }
+}
+
+/// Waits `delay`, sends `request` upstream and reads its whole answer.
+fn forward(request: &[u8], upstream: SocketAddr, delay: Duration) -> Option<Vec<u8>> {
+    {
+        std::thread::sleep(delay);
+        // One upstream connection per request, closed by the server after its answer:
+        // the response is forwarded as it comes, to its end.
+        let Ok(mut up) = TcpStream::connect(upstream) else {
+            return None;
+        };
+        let head_end = request
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(request.len(), |i| i + 2);
+        let mut forwarded = request[..head_end].to_vec();
+        forwarded.extend_from_slice(b"Connection: close\r\n");
+        forwarded.extend_from_slice(&request[head_end..]);
+        if up.write_all(&forwarded).is_err() {
+            return None;
+        }
+        let mut response = Vec::new();
+        up.read_to_end(&mut response).ok()?;
+        Some(response)
     }
 }

@@ -708,6 +708,11 @@ impl ObjectStoreSink {
         let Some(open) = self.open.as_mut() else {
             return Ok(());
         };
+        // A recorded object ends where it ended before, whatever the rotation says: it
+        // was that size then too.
+        if open.boundary.is_some() {
+            return Ok(());
+        }
         let rotate = self.config.rotate;
         let size = open.encoder.as_mut().map_or(0, ObjectEncoder::size);
         let aged = rotate
@@ -977,8 +982,19 @@ impl Sink for ObjectStoreSink {
     }
 
     async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
-        if let Some(last) = self.open.as_ref().and_then(|open| open.last) {
-            self.close(last).await?;
+        match self.open.as_ref().map(|open| (open.last, open.boundary)) {
+            // Closing a recorded object short of its boundary would overwrite the
+            // stored one with fewer records: leave it to the next run's replay.
+            Some((Some(last), Some(boundary))) if last < boundary => {
+                tracing::info!(
+                    "sink {}: leaving the recorded object at {} open (through {last} of {boundary}): the next run writes it again",
+                    self.name,
+                    self.open.as_ref().map_or(0, |o| o.first)
+                );
+                self.open = None;
+            }
+            Some((Some(last), _)) => self.close(last).await?,
+            _ => {}
         }
         while self.marks.iter().any(|m| !m.done) {
             match self.stage.next().await {
