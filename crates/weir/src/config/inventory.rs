@@ -162,6 +162,7 @@ type = "http"
 listen = "127.0.0.1:8080"
 max_body = "16 KiB"
 max_concurrent_requests = 3
+max_connections = 10
 max_uncommitted_tickets = 5
 
 [sinks.out]
@@ -192,6 +193,7 @@ row_group_bytes = "5 MiB"
             rows,
             [
                 ("sources.api.requests", Some(3), 3 * 16 * KIB),
+                ("sources.api.connections", Some(10), 10 * 32 * KIB),
                 ("sources.api.tickets", Some(5), 0),
                 ("sources.gen.batch", Some(10), 10 * 100),
                 ("sources.gen.tickets", Some(64), 0),
@@ -202,7 +204,14 @@ row_group_bytes = "5 MiB"
                 ("runtime.log_queue", Some(10), 10 * KIB),
             ]
         );
-        let hand_sum = 3 * 16 * KIB + 1000 + 64 * KIB + 24 * KIB + 2 * MIB + 5 * MIB + 10 * KIB;
+        let hand_sum = 3 * 16 * KIB
+            + 10 * 32 * KIB
+            + 1000
+            + 64 * KIB
+            + 24 * KIB
+            + 2 * MIB
+            + 5 * MIB
+            + 10 * KIB;
         assert_eq!(inventory.memory_estimate_bytes, hand_sum);
         assert_eq!(inventory.memory_target_bytes, MIB);
         assert!(inventory.over_target());
@@ -211,7 +220,7 @@ row_group_bytes = "5 MiB"
     #[test]
     fn mqtt_bounds_come_from_the_window_and_the_qos0_budget() {
         let text = SMALL.replace(
-            "type = \"http\"\nlisten = \"127.0.0.1:8080\"\nmax_body = \"16 KiB\"\nmax_concurrent_requests = 3",
+            "type = \"http\"\nlisten = \"127.0.0.1:8080\"\nmax_body = \"16 KiB\"\nmax_concurrent_requests = 3\nmax_connections = 10",
             "type = \"mqtt\"\nurl = \"mqtt://127.0.0.1:18830\"\ntopics = [\"t/#\"]\nmax_message_bytes = \"2 KiB\"\n\
              expected_broker_window = 7\nqos0_queue_bytes = \"32 KiB\"",
         );

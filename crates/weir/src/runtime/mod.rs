@@ -41,6 +41,7 @@
 //! sources, status), [`wait`] (for SIGTERM or SIGINT) and [`drain`] (stop the sources,
 //! drain the sinks within `runtime.shutdown_timeout`, close the WAL).
 
+pub mod fds;
 pub mod live;
 pub mod status;
 pub mod wal;
@@ -89,6 +90,7 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     // Installed first, so that a signal during startup is not lost.
     let mut signals = Signals::new().context("installing the SIGTERM/SIGINT handlers")?;
     let checked = check(&config).await?;
+    fds::check_fd_limit(&config);
     let opened = open(&config, log.as_ref()).await?;
     let running = start(&config, checked, opened, log.clone());
     tracing::info!(

@@ -65,13 +65,33 @@ impl Daemon {
         env: &[(&str, &str)],
         stdin: Stdio,
     ) -> Daemon {
+        Self::start_wrapped(dir, &[], config, status_addr, env, stdin)
+    }
+
+    /// [`start_with_stdin`](Self::start_with_stdin) under a wrapper command (e.g.
+    /// `["prlimit", "--nofile=200:200"]`), which runs `weir run CONFIG`.
+    pub fn start_wrapped(
+        dir: &Path,
+        wrapper: &[&str],
+        config: &Path,
+        status_addr: SocketAddr,
+        env: &[(&str, &str)],
+        stdin: Stdio,
+    ) -> Daemon {
         let stderr_path = dir.join(format!(
             "stderr-{}.txt",
             Instant::now().elapsed().as_nanos()
         ));
         let stderr_path = unique(stderr_path);
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(env!("CARGO_BIN_EXE_weir")),
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(env!("CARGO_BIN_EXE_weir"));
+                cmd
+            }
+        };
         cmd.arg("run")
             .arg(config)
             .stdin(stdin)

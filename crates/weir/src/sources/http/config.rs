@@ -5,6 +5,7 @@ use std::num::NonZeroU32;
 
 use serde::Serialize;
 
+use super::serve::CONNECTION_MEMORY_BYTES;
 use crate::keys::units::serialize_std_duration;
 use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, times};
 use crate::sources::SourceKeys;
@@ -31,6 +32,13 @@ pub struct HttpSourceConfig {
     /// slower body gets 408 and the connection is closed, freeing its request slot.
     /// Default 10 s.
     pub body_timeout: Duration,
+    /// Connections open at once (each holds a file descriptor and up to 32 KiB of
+    /// buffers); further clients wait in the kernel's listen backlog. Default 256.
+    pub max_connections: NonZeroU32,
+    /// How long a client may take to send a request head once connected (or after its
+    /// previous request on a keep-alive connection); then the connection is closed.
+    /// Default 10 s.
+    pub header_timeout: Duration,
 }
 
 impl SourceKeys for HttpSourceConfig {
@@ -59,6 +67,8 @@ impl SourceKeys for HttpSourceConfig {
                 NonZeroU32::new(16).expect("16 > 0"),
             ),
             body_timeout: s.or("body_timeout", Duration::secs(10)),
+            max_connections: s.or("max_connections", NonZeroU32::new(256).expect("256 > 0")),
+            header_timeout: s.or("header_timeout", Duration::secs(10)),
             listen: listen?,
         })
     }
@@ -71,6 +81,16 @@ impl SourceKeys for HttpSourceConfig {
             format!(
                 "request bodies in flight: max_concurrent_requests {} × max_body {}",
                 self.max_concurrent_requests, self.max_body
+            ),
+        );
+        bounds.add(
+            "connections",
+            Some(self.max_connections.get().into()),
+            times(self.max_connections.get(), CONNECTION_MEMORY_BYTES),
+            format!(
+                "open connections' buffers: max_connections {} × {}",
+                self.max_connections,
+                ByteSize::kib(CONNECTION_MEMORY_BYTES / 1024)
             ),
         );
     }

@@ -13,6 +13,11 @@
 //! | 413 | the body is larger than `max_body` (by `Content-Length`, or while streaming: the body is never read past it) |
 //! | 503 + `Retry-After` | `max_concurrent_requests` are already in flight (at once); admission did not succeed within `admission_timeout`; the WAL refused (`on_full = "reject"`) |
 //!
+//! Connections: at most `max_connections` (default 256) are open at once; more clients
+//! wait in the kernel's listen backlog. A client must send its request head within
+//! `header_timeout` (default 10 s) of connecting, or of its previous request on a
+//! keep-alive connection, or the connection is closed; a head must fit in 16 KiB.
+//!
 //! Bounded: at most `max_concurrent_requests` bodies of at most `max_body` bytes are in
 //! memory, and a client that sends its body slowly holds its slot at most
 //! `body_timeout`. A request waits for admission (source → WAL channel, and under `on_full =
@@ -23,8 +28,10 @@
 
 mod config;
 mod core;
+mod serve;
 mod shell;
 
 pub use self::config::HttpSourceConfig;
 pub use self::core::{BodyKind, authorized, body_kind, split_ndjson};
+pub use self::serve::{CONNECTION_BUFFER_BYTES, CONNECTION_MEMORY_BYTES};
 pub use self::shell::{run, token};

@@ -94,7 +94,7 @@ pub async fn run(
     token: Option<String>,
     listener: tokio::net::TcpListener,
     ingest: Ingest,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let shared = Arc::new(Shared {
         name,
@@ -107,12 +107,16 @@ pub async fn run(
             config.max_concurrent_requests.get(),
         ))),
     });
+    let limits = super::serve::Limits {
+        max_connections: config.max_connections.get(),
+        header_timeout: config.header_timeout.get(),
+    };
+    let name = Arc::clone(&shared.name);
     let app = axum::Router::new()
         .route(&config.path, axum::routing::post(ingest_handler))
         .with_state(shared);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { crate::pipeline::stopped(&mut stop).await })
-        .await
+    super::serve::serve(&name, listener, app, limits, stop).await;
+    Ok(())
 }
 
 fn answer(status: StatusCode, body: serde_json::Value) -> Response {
