@@ -97,6 +97,22 @@ fn status_codes_of_the_http_source() {
         "{v}"
     );
 
+    // Invalid UTF-8 inside a JSON string is a bad line too, not a record written raw.
+    let r = post(
+        http,
+        "/ingest",
+        &[auth],
+        b"{\"id\":1}\n{\"id\":\"\xff\xfe\"}\n",
+    )
+    .unwrap();
+    assert_eq!(r.0, 400, "{}", String::from_utf8_lossy(&r.2));
+    let v: serde_json::Value = serde_json::from_slice(&r.2).unwrap();
+    let message = v["error"].as_str().unwrap();
+    assert!(
+        message.starts_with("line 2 is not JSON (invalid UTF-8"),
+        "{message}"
+    );
+
     // 413 by Content-Length, before the body is read.
     let big = vec![b'x'; 4096];
     let r = post(http, "/ingest", &[auth], &big).unwrap();
@@ -121,7 +137,7 @@ fn status_codes_of_the_http_source() {
         |s| s["sinks"]["out"]["records"] == 4,
     );
     assert_eq!(s["sources"]["api"]["records"], 4);
-    assert_eq!(s["sources"]["api"]["refused_requests"], 5);
+    assert_eq!(s["sources"]["api"]["refused_requests"], 6);
     assert_eq!(daemon.stop(), Some(0));
 }
 

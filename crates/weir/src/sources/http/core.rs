@@ -30,9 +30,9 @@ pub fn body_kind(content_type: Option<&str>) -> BodyKind {
     }
 }
 
-/// A line of an NDJSON body that is not JSON.
+/// A line of an NDJSON body that is not JSON (or not UTF-8, which JSON text must be).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line} is not JSON ({reason}); send one JSON value per line")]
+#[error("line {line} is not JSON ({reason}); send one UTF-8 JSON value per line")]
 pub struct BadLine {
     /// 1-based line number.
     pub line: usize,
@@ -41,7 +41,9 @@ pub struct BadLine {
 }
 
 /// Splits an NDJSON body into payloads (slices of `body`, no copy), skipping blank
-/// lines; the first line that is not JSON is an error.
+/// lines; the first line that is not JSON, or not valid UTF-8, is an error. (serde_json
+/// does not check the bytes of strings it skips, so UTF-8 is checked first: a record
+/// written raw would otherwise break the NDJSON a sink writes.)
 ///
 /// # Errors
 ///
@@ -53,6 +55,15 @@ pub fn split_ndjson(body: &Bytes) -> Result<Vec<Bytes>, BadLine> {
         let end = start + line.len();
         let trimmed = line.trim_ascii();
         if !trimmed.is_empty() {
+            if let Err(e) = std::str::from_utf8(trimmed) {
+                return Err(BadLine {
+                    line: i + 1,
+                    reason: format!(
+                        "invalid UTF-8 at byte {} of the line",
+                        line.len() - line.trim_ascii_start().len() + e.valid_up_to() + 1
+                    ),
+                });
+            }
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(trimmed) {
                 return Err(BadLine {
                     line: i + 1,
@@ -107,6 +118,25 @@ mod tests {
         let err = split_ndjson(&body).unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.to_string().starts_with("line 2 is not JSON"));
+    }
+
+    #[test]
+    fn invalid_utf8_inside_a_string_is_a_bad_line() {
+        let body = Bytes::from_static(b"{\"id\":1}\n{\"id\":\"\xff\xfe\"}\n");
+        let err = split_ndjson(&body).unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(
+            err.to_string()
+                .starts_with("line 2 is not JSON (invalid UTF-8 at byte 8 of the line)"),
+            "{err}"
+        );
+        // An overlong encoding and a lone surrogate are not UTF-8 either.
+        for bad in [&b"\"\xc0\xaf\""[..], b"\"\xed\xa0\x80\""] {
+            let err = split_ndjson(&Bytes::copy_from_slice(bad)).unwrap_err();
+            assert_eq!(err.line, 1, "{err}");
+        }
+        let good = Bytes::from("{\"id\":\"h\u{e9}\u{2603}\"}".as_bytes().to_vec());
+        assert_eq!(split_ndjson(&good).unwrap().len(), 1);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! | status | when |
 //! |---|---|
 //! | 200 `{"accepted": N}` | every record of the body is durable in the WAL |
-//! | 400 | a line is not JSON (the first bad line is named) |
+//! | 400 | a line is not JSON or not valid UTF-8 (the first bad line is named) |
 //! | 401 | `auth_token_env` is set and the request lacks `Authorization: Bearer <token>` |
 //! | 408 + `Connection: close` | the body has not fully arrived `body_timeout` after the request head (default 10 s) |
 //! | 413 | the body is larger than `max_body` (by `Content-Length`, or while streaming: the body is never read past it) |
