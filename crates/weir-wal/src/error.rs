@@ -89,9 +89,29 @@ pub enum AppendError {
         /// The first failure.
         cause: String,
     },
+    /// The batch was handed to the disk (wholly or in part) and then the write or the
+    /// fsync failed, or the writer stopped before answering: it may or may not be
+    /// durable. Recovery at the next start keeps whatever whole frames reached the
+    /// disk, so some or all of its records may still be delivered; the log is poisoned.
+    #[error(
+        "the WAL failed after this batch was written and before it was made durable \
+         ({cause}); its records may or may not be delivered after a restart"
+    )]
+    InDoubt {
+        /// The failure.
+        cause: String,
+    },
     /// The WAL is shutting down.
     #[error("the WAL is closed")]
     Closed(Batch),
+}
+
+impl AppendError {
+    /// Whether the batch may have reached the log (only [`AppendError::InDoubt`]):
+    /// every other error means none of its records was written.
+    pub fn may_be_durable(&self) -> bool {
+        matches!(self, AppendError::InDoubt { .. })
+    }
 }
 
 /// Why a read failed.

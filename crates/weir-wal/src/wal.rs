@@ -213,9 +213,13 @@ impl Wal {
         shared.wake.notify_one();
         match rx.await {
             Ok(result) => result,
-            Err(_) => Err(shared.poison_error().unwrap_or(AppendError::Poisoned {
-                cause: "the writer thread stopped".into(),
-            })),
+            // The writer dropped the job unanswered: it may have written it.
+            Err(_) => Err(AppendError::InDoubt {
+                cause: match shared.poison_error() {
+                    Some(AppendError::Poisoned { cause }) => cause,
+                    _ => "the writer thread stopped".into(),
+                },
+            }),
         }
     }
 

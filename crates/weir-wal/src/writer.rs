@@ -266,11 +266,10 @@ impl Writer {
 
     /// Seals the active segment (fsynced) and opens a new one. False if it failed.
     fn rotate(&mut self) -> bool {
-        if !self.flush() {
-            return false;
-        }
-        if let Err(e) = self.fsync() {
-            self.fail(format!("fsync before rotation: {e}"), None);
+        // Seal the active segment and answer what it holds first: if creating the next
+        // segment fails, those batches are durable and must not be answered as failed.
+        self.sync_and_answer();
+        if self.is_poisoned() {
             return false;
         }
         let first = self.shared.core().written_end();
@@ -340,12 +339,16 @@ impl Writer {
             })));
         }
         self.unflushed = 0;
+        // Booked and handed to the file (or about to be), not fsynced: whole frames of
+        // them may be on disk and recovered at the next start.
+        let cause = match self.shared.poison_error() {
+            Some(AppendError::Poisoned { cause }) => cause,
+            _ => String::new(),
+        };
         for (job, _) in self.written.drain(..) {
-            let _ = job.reply.send(Err(self.shared.poison_error().unwrap_or(
-                AppendError::Poisoned {
-                    cause: String::new(),
-                },
-            )));
+            let _ = job.reply.send(Err(AppendError::InDoubt {
+                cause: cause.clone(),
+            }));
         }
         self.fail_pending(|_| AppendError::Poisoned {
             cause: String::new(),

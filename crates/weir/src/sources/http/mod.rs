@@ -11,7 +11,8 @@
 //! | 401 | `auth_token_env` is set and the request lacks `Authorization: Bearer <token>` |
 //! | 408 + `Connection: close` | the body has not fully arrived `body_timeout` after the request head (default 10 s) |
 //! | 413 | the body is larger than `max_body` (by `Content-Length`, or while streaming: the body is never read past it) |
-//! | 503 + `Retry-After` | `max_concurrent_requests` are already in flight (at once); admission did not succeed within `admission_timeout`; the WAL refused (`on_full = "reject"`) |
+//! | 503 + `Retry-After` | `max_concurrent_requests` are already in flight (at once); admission did not succeed within `admission_timeout`; the WAL refused (`on_full = "reject"`) or is poisoned. Always before any record of the request was appended: none of them will be delivered |
+//! | 500 `{"outcome": "unknown"}` | the records were written and the WAL failed before they were fsynced: they may or may not be delivered after a restart |
 //!
 //! Connections: at most `max_connections` (default 256) are open at once; more clients
 //! wait in the kernel's listen backlog. A client must send its request head within
@@ -22,9 +23,10 @@
 //! memory, and a client that sends its body slowly holds its slot at most
 //! `body_timeout`. A request waits for admission (source → WAL channel, and under `on_full =
 //! "block"` the WAL's disk budget) at most `admission_timeout`; once admitted, it waits
-//! for the fsync that makes it durable. A 503 after a timeout inside the WAL's writer
-//! may still have made the body durable: clients retrying after a 503 get
-//! at-least-once.
+//! for the fsync that makes it durable, however long that takes: a 503 is only ever
+//! answered before anything of the request is handed to the WAL, so a client may
+//! retry it without duplicates. Only a 500 `"outcome": "unknown"` leaves the client
+//! not knowing; retrying it gives at-least-once.
 
 mod config;
 mod core;

@@ -241,8 +241,32 @@ async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
             serde_json::json!({ "accepted": offsets.end - offsets.start }),
         ),
         Err(e @ AppendError::TooLarge { .. }) => error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        // Written, then the WAL failed before the fsync: not a 503, which promises that
+        // nothing of the request will be delivered.
+        Err(e) if e.may_be_durable() => in_doubt(&shared.name, payloads.len(), &e),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }
+}
+
+/// 500 for a request whose records were written and then not made durable: whether
+/// they will be delivered cannot be known, and the body says so.
+fn in_doubt(source: &str, records: usize, e: &AppendError) -> Response {
+    tracing::error!("source {source}: {records} records of a request are in doubt: {e}");
+    let mut response = answer(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        serde_json::json!({
+            "error": format!(
+                "outcome unknown: {e}. The {records} records of this request may or may not \
+                 be delivered; a retry may duplicate them"
+            ),
+            "outcome": "unknown",
+        }),
+    );
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// 408, closing the connection: the rest of the body may still be on its way, so the
