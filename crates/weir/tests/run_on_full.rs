@@ -271,5 +271,5 @@ read_batch_records = 10
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(code, Some(130), "{}", daemon.stderr());
+    assert_eq!(code, Some(143), "{}", daemon.stderr());
 }

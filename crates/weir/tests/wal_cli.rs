@@ -83,3 +83,38 @@ async fn inspect_and_verify_report_segments_cursors_and_corruption() {
     assert_ne!(code, 0);
     assert!(err.contains("nope"), "{err}");
 }
+
+/// `weir wal verify DIR | head -1`: a closed stdout ends the output quietly (no
+/// "failed printing to stdout" panic, exit 101); the exit status stays verify's own.
+#[tokio::test]
+async fn a_closed_stdout_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::builder(dir.path())
+        .max_disk(1 << 20)
+        .segment_bytes(2048)
+        .on_full(OnFull::Block)
+        .build()
+        .unwrap();
+    let (wal, _) = Wal::open(config).unwrap();
+    for i in 0..50u32 {
+        let mut b = Batch::new();
+        b.push(format!("record {i:04}").as_bytes()).unwrap();
+        wal.append(b).await.unwrap();
+    }
+    wal.close().await;
+
+    for command in ["verify", "inspect"] {
+        // The reader is gone before weir writes: its first write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["wal".as_ref(), command.as_ref(), dir.path().as_os_str()])
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "wal {command}: {stderr}");
+        assert!(stderr.is_empty(), "wal {command}: {stderr}");
+    }
+}

@@ -112,7 +112,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 ..weir_sim::littles_law::LittlesLaw::default()
             };
             let latency = std::time::Duration::from_millis(args.latency);
-            print!(
+            out!(
                 "{}",
                 weir_sim::littles_law::report(&experiment, latency, args.seed)?
             );
@@ -148,7 +148,7 @@ fn littles_law_csv(
 fn kafka(output: &OutputArgs) -> anyhow::Result<ExitCode> {
     use weir_sim::kafka::{AimdExperiment, HandOffConfig, Kafka};
     let kafka = Kafka::run(&HandOffConfig::default())?;
-    print!(
+    out!(
         "{}",
         weir_sim::kafka::report_of(&kafka, &AimdExperiment::default())?
     );
@@ -178,7 +178,7 @@ fn scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let scenario = weir_sim::scenario::Scenario::from_toml(&text)
         .with_context(|| format!("in {}", args.file.display()))?;
     let run = scenario.run()?;
-    print!("{}", scenario.report(&run));
+    out!("{}", scenario.report(&run));
     let stem = args
         .file
         .file_stem()
@@ -210,7 +210,7 @@ fn lesson(args: &LessonArgs) -> anyhow::Result<ExitCode> {
         keys: args.keys,
     };
     let lesson = Lesson::run(limits)?;
-    print!("{}", lesson.report());
+    out!("{}", lesson.report());
     if let Some(dir) = &args.output.csv {
         for (part, rows) in [("slow", &lesson.slow), ("healthy", &lesson.healthy)] {
             for row in rows {

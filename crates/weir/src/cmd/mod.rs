@@ -1,6 +1,15 @@
 //! One module per subcommand; each exposes its clap arguments and a `run` function
 //! returning the process exit code. [`main`] parses the command line and dispatches.
 
+/// `print!` for the subcommands: a closed stdout (`weir wal verify DIR | head -1`) ends
+/// the output quietly, and the command still exits with its own status; any other
+/// write error is returned (`?`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cmd::write_stdout(format_args!($($arg)*))?
+    };
+}
+
 pub mod lab;
 pub mod run;
 pub mod status;
@@ -30,6 +39,21 @@ enum Command {
     /// Inspect or verify a write-ahead log directory.
     #[command(subcommand)]
     Wal(wal::WalCommand),
+}
+
+/// Writes `args` to stdout and flushes; a broken pipe is not an error (the reader has
+/// seen all it wanted), so nothing more is written and the caller carries on.
+///
+/// # Errors
+///
+/// Any other write error.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(args).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }
 
 /// Parses the process's arguments, runs the subcommand, and returns its exit code

@@ -1,8 +1,8 @@
-//! `weir run CONFIG`: runs the pipeline until SIGTERM or SIGINT.
+//! `weir run CONFIG`: runs the pipeline until SIGTERM, SIGINT or SIGHUP.
 //!
 //! Logs go to stderr through a bounded, lossy writer (`WEIR_LOG` sets the level or
 //! filter, default `info`). Exits 0 after a graceful shutdown; 1 with every configuration error (one per line
-//! on stderr, each naming its key) or a startup failure; 130 on a second signal.
+//! on stderr, each naming its key) or a startup failure; 128 + the signal on a second one (143 for SIGTERM).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

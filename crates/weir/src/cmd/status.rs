@@ -53,11 +53,11 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .next()
         .ok_or_else(|| anyhow!("--addr {:?} resolves to no address", args.addr))?;
     if args.json {
-        println!("{}", fetch_status_body(addr, args.timeout)?);
+        out!("{}\n", fetch_status_body(addr, args.timeout)?);
         return Ok(ExitCode::SUCCESS);
     }
     let report = fetch_status(addr, args.timeout)?;
-    print!("{}", render(&addr.to_string(), &report));
+    out!("{}", render(&addr.to_string(), &report));
     Ok(ExitCode::SUCCESS)
 }
 

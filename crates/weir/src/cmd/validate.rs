@@ -21,7 +21,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let shown = args.config.display();
     match Config::load(&args.config) {
         Ok(config) => {
-            print!("{}", report(&shown.to_string(), &config));
+            out!("{}", report(&shown.to_string(), &config));
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => {

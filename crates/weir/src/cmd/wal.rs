@@ -32,13 +32,13 @@ pub fn run(command: WalCommand) -> anyhow::Result<ExitCode> {
         WalCommand::Inspect { dir } => {
             let report = weir_wal::tools::inspect(&dir)
                 .with_context(|| format!("inspecting {}", dir.display()))?;
-            print!("{report}");
+            out!("{report}");
             Ok(ExitCode::SUCCESS)
         }
         WalCommand::Verify { dir } => {
             let report = weir_wal::tools::verify(&dir)
                 .with_context(|| format!("verifying {}", dir.display()))?;
-            print!("{report}");
+            out!("{report}");
             Ok(if report.is_ok() {
                 ExitCode::SUCCESS
             } else {

@@ -19,12 +19,12 @@
 //!
 //! # Shutdown
 //!
-//! On SIGTERM or SIGINT: sources stop taking input (the HTTP listener closes, in-flight
+//! On SIGTERM, SIGINT or SIGHUP: sources stop taking input (the HTTP listener closes, in-flight
 //! requests are answered), their in-flight batches become durable or are refused; then
 //! each sink drains up to the WAL's durable end, closes its files and commits its
 //! cursor — all within `runtime.shutdown_timeout`, after which whatever is stored is
 //! committed and the rest is read again at the next start. A second signal exits at
-//! once (exit code 130); the WAL's recovery and the cursors make that safe too.
+//! once (exit code 128 + the signal: 143 for SIGTERM, 130 for SIGINT); the WAL's recovery and the cursors make that safe too.
 //!
 //! # Reporting
 //!
@@ -38,7 +38,7 @@
 //! [`run`] is five steps, each its own function: [`check`] (everything that can fail
 //! before anything is created: credential variables, CA files, listen addresses),
 //! [`open`] (the WAL, the quarantine, each sink's directory), [`start`] (sink drivers,
-//! sources, status), [`wait`] (for SIGTERM or SIGINT) and [`drain`] (stop the sources,
+//! sources, status), [`wait`] (for SIGTERM, SIGINT or SIGHUP) and [`drain`] (stop the sources,
 //! drain the sinks within `runtime.shutdown_timeout`, close the WAL).
 
 pub mod fds;
@@ -73,7 +73,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often source states are brought in line with their waits.
 const REFLECT_EVERY: Duration = Duration::from_millis(100);
 
-/// Runs the pipeline until SIGTERM or SIGINT, then shuts down gracefully.
+/// Runs the pipeline until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully.
 ///
 /// # Errors
 ///
@@ -88,7 +88,7 @@ const REFLECT_EVERY: Duration = Duration::from_millis(100);
 pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
     let started = Instant::now();
     // Installed first, so that a signal during startup is not lost.
-    let mut signals = Signals::new().context("installing the SIGTERM/SIGINT handlers")?;
+    let mut signals = Signals::new().context("installing the SIGTERM/SIGINT/SIGHUP handlers")?;
     let checked = check(&config).await?;
     fds::check_fd_limit(&config);
     let opened = open(&config, log.as_ref()).await?;
@@ -367,7 +367,8 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
     }
 }
 
-/// Step 4: waits for SIGTERM or SIGINT; a second signal then exits at once (130).
+/// Step 4: waits for SIGTERM, SIGINT or SIGHUP; a second signal then exits at once
+/// with 128 + its number (143 for SIGTERM, 130 for SIGINT).
 /// `live_line`: the log writer drawing the live line, which is then ended (through
 /// the writer: nothing here writes to stderr).
 pub async fn wait(signals: &mut Signals, live_line: Option<LogHandle>) {
@@ -375,12 +376,16 @@ pub async fn wait(signals: &mut Signals, live_line: Option<LogHandle>) {
     if let Some(log) = live_line {
         log.end_status_line();
     }
-    tracing::info!("{signal}: shutting down (a second signal exits at once)");
+    tracing::info!(
+        "{}: shutting down (a second signal exits at once)",
+        signal.name
+    );
     let mut rest = std::mem::replace(signals, Signals::closed());
     tokio::spawn(async move {
-        rest.next().await;
-        tracing::warn!("second signal: exiting now");
-        std::process::exit(130);
+        let second = rest.next().await;
+        let code = 128 + second.number;
+        tracing::warn!("second signal ({}): exiting now with {code}", second.name);
+        std::process::exit(code);
     });
 }
 
@@ -451,37 +456,62 @@ pub async fn drain(config: &Config, running: Running) {
     tracing::info!("stopped");
 }
 
-/// SIGTERM and SIGINT, installed once.
+/// SIGTERM, SIGINT and SIGHUP, installed once.
 pub struct Signals {
-    term: Option<tokio::signal::unix::Signal>,
-    int: Option<tokio::signal::unix::Signal>,
+    handlers: Option<[(tokio::signal::unix::Signal, Caught); 3]>,
+}
+
+/// A signal that stops the daemon: its name and number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caught {
+    /// `SIGTERM`, `SIGINT` or `SIGHUP`.
+    pub name: &'static str,
+    /// Its number: a second one exits with 128 + it, as the shell reports a death by it.
+    pub number: i32,
 }
 
 impl Signals {
     fn new() -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
+        let caught = |kind: SignalKind, name| {
+            (
+                kind,
+                Caught {
+                    name,
+                    number: kind.as_raw_value(),
+                },
+            )
+        };
+        let [term, int, hup] = [
+            caught(SignalKind::terminate(), "SIGTERM"),
+            caught(SignalKind::interrupt(), "SIGINT"),
+            // No config reload: a hangup (a closed terminal, a supervisor's habit)
+            // drains like SIGTERM instead of killing the daemon mid-batch.
+            caught(SignalKind::hangup(), "SIGHUP"),
+        ];
         Ok(Signals {
-            term: Some(signal(SignalKind::terminate())?),
-            int: Some(signal(SignalKind::interrupt())?),
+            handlers: Some([
+                (signal(term.0)?, term.1),
+                (signal(int.0)?, int.1),
+                (signal(hup.0)?, hup.1),
+            ]),
         })
     }
 
     /// Handlers already moved elsewhere: `next` never resolves.
     fn closed() -> Self {
-        Signals {
-            term: None,
-            int: None,
-        }
+        Signals { handlers: None }
     }
 
-    /// The next signal's name.
-    async fn next(&mut self) -> &'static str {
-        match (&mut self.term, &mut self.int) {
-            (Some(term), Some(int)) => tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = int.recv() => "SIGINT",
+    /// The next signal.
+    async fn next(&mut self) -> Caught {
+        match &mut self.handlers {
+            Some([(term, t), (int, i), (hup, h)]) => tokio::select! {
+                _ = term.recv() => *t,
+                _ = int.recv() => *i,
+                _ = hup.recv() => *h,
             },
-            _ => std::future::pending().await,
+            None => std::future::pending().await,
         }
     }
 }
