@@ -176,12 +176,14 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
                         from: last,
                         to: last + count,
                     });
-                    report.quarantined.push(QuarantinedSegment {
+                    let q = QuarantinedSegment {
                         path: q,
                         from: last,
                         to: last + count,
                         reason,
-                    });
+                    };
+                    warn_quarantined(&path, &q);
+                    report.quarantined.push(q);
                 }
                 firsts.pop();
             }
@@ -232,12 +234,14 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
                     from: first,
                     to: next,
                 });
-                report.quarantined.push(QuarantinedSegment {
+                let q = QuarantinedSegment {
                     path: q,
                     from: first,
                     to: next,
                     reason,
-                });
+                };
+                warn_quarantined(&path, &q);
+                report.quarantined.push(q);
             }
         }
     }
@@ -316,11 +320,34 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
         let committed = match fs::read(&path) {
             Ok(bytes) => match decode_cursor(&bytes) {
                 Some(offset) if offset > durable_end => {
+                    tracing::warn!(
+                        cursor = %name,
+                        file = %path.display(),
+                        saved = offset,
+                        durable_end,
+                        records = offset - durable_end,
+                        "WAL cursor {name} was saved at {offset}, past the durable end \
+                         {durable_end} (the tail it pointed into was lost): moved back to \
+                         {durable_end}"
+                    );
                     report.cursors_clamped.push(name.clone());
                     durable_end
                 }
                 Some(offset) => offset,
                 None => {
+                    tracing::warn!(
+                        cursor = %name,
+                        file = %path.display(),
+                        bytes = bytes.len(),
+                        restart = start,
+                        records = durable_end - start,
+                        "WAL cursor {name}: {} is unreadable ({} bytes, not a cursor \
+                         record); reset to the earliest record {start}: {} records \
+                         ({start}..{durable_end}) will be delivered again",
+                        path.display(),
+                        bytes.len(),
+                        durable_end - start
+                    );
                     report.cursors_reset.push(name.clone());
                     start
                 }
@@ -418,6 +445,26 @@ fn unfinished_header(path: &Path) -> bool {
             .metadata()
             .map(|m| m.len() <= SEGMENT_HEADER_LEN * 2)
             .unwrap_or(false)
+}
+
+/// Every quarantine is a loss: logged at WARN with the file, the range and the reason.
+fn warn_quarantined(original: &Path, q: &QuarantinedSegment) {
+    tracing::warn!(
+        segment = %original.display(),
+        moved_to = %q.path.display(),
+        from = q.from,
+        to = q.to,
+        records = q.to - q.from,
+        reason = %q.reason,
+        "quarantined WAL segment {}: {} records (offsets {}..{}) are lost: {}; \
+         moved to {}",
+        original.display(),
+        q.to - q.from,
+        q.from,
+        q.to,
+        q.reason,
+        q.path.display()
+    );
 }
 
 /// Valid frames after a damaged header, to size the range a quarantined tail held.

@@ -240,6 +240,16 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
     if let Some(gap) = batch.gap {
         add(&stats.gaps, 1);
         add(&stats.gap_records, gap.records());
+        let (why, from, to) = match gap {
+            weir_wal::Gap::Evicted { from, to, .. } => ("deleted before it read them", from, to),
+            weir_wal::Gap::Quarantined { from, to, .. } => ("in a quarantined segment", from, to),
+            weir_wal::Gap::Corrupt { from, to, .. } => ("damaged on disk", from, to),
+            _ => ("lost", batch.next_offset(), batch.next_offset()),
+        };
+        tracing::warn!(
+            "sink {name}: skipped {} WAL records (offsets {from}..{to}): {why}",
+            gap.records()
+        );
     }
     let next_offset = batch.next_offset();
     let mut records = Vec::with_capacity(batch.records.len());
