@@ -70,8 +70,51 @@ pub fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_chain(&err));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// `{err:#}` without repeats: an error whose message already ends with its source's
+/// text (`reading X: No such file (os error 2)`, as most `thiserror` messages do) does
+/// not print the source again.
+pub fn error_chain(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_os_error_embedded_in_its_context_is_printed_once() {
+        let os = std::io::Error::from_raw_os_error(2);
+        let text = os.to_string();
+        let wal = weir_wal::OpenError::Io {
+            action: "opening",
+            path: "/nope/wal".into(),
+            source: os,
+        };
+        let err = anyhow::Error::new(wal).context("opening the WAL (wal.dir)");
+        let shown = error_chain(&err);
+        assert_eq!(shown.matches(&text).count(), 1, "{shown}");
+        assert_eq!(
+            shown,
+            format!("opening the WAL (wal.dir): opening /nope/wal: {text}")
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_chain(&plain), "outer: inner");
     }
 }

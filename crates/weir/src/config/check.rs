@@ -36,7 +36,8 @@ pub(super) fn cross_check(config: &Config, errors: &mut Vec<ConfigError>) {
 }
 
 /// The WAL, the quarantine and every file-writing sink need a directory of their own:
-/// sharing one, they would delete or overwrite each other's files.
+/// sharing one, they would delete or overwrite each other's files. None may be inside
+/// the WAL's directory, which the WAL's recovery owns.
 fn check_directories(
     config: &Config,
     failed: &dyn Fn(&str) -> bool,
@@ -52,8 +53,28 @@ fn check_directories(
         }
     }
     dirs.retain(|(path, _)| !failed(path));
+    let wal = dirs
+        .iter()
+        .find(|(path, _)| path == "wal.dir")
+        .map(|(_, dir)| normalize(dir));
     for (i, (path, dir)) in dirs.iter().enumerate() {
         let normal = normalize(dir);
+        if let Some(wal) = &wal
+            && i > 0
+            && normal != *wal
+            && normal.starts_with(wal)
+        {
+            errors.push(ConfigError::Key {
+                path: path.clone(),
+                message: format!(
+                    "{} is inside wal.dir ({}); the WAL owns that directory (its recovery \
+                     lists, quarantines and deletes files there): choose a directory outside it",
+                    dir.display(),
+                    wal.display()
+                ),
+            });
+            continue;
+        }
         if let Some((other_path, _)) = dirs[..i]
             .iter()
             .find(|(_, other)| normalize(other) == normal)

@@ -96,9 +96,53 @@ pub fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
     let column = text
         .get(line_start..offset)
         .map_or(1, |prefix| prefix.chars().count() + 1);
+    let message = error.message().trim().to_owned();
+    if message.starts_with("duplicate key")
+        && let Some(path) = duplicate_key_path(text, error.span())
+    {
+        return ConfigError::Key {
+            path,
+            message: format!("set twice (line {line} repeats it); keep one"),
+        };
+    }
     ConfigError::Syntax {
         line,
         column,
-        message: error.message().trim().to_owned(),
+        message,
     }
+}
+
+/// The dotted path of the key (or table) a "duplicate key" error's span points at: the
+/// last table header above it, then the key itself.
+fn duplicate_key_path(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
+    let span = span?;
+    let key = text.get(span.clone())?.trim();
+    let header = |line: &str| {
+        let line = line.trim();
+        let inner = line
+            .strip_prefix("[[")
+            .and_then(|l| l.split("]]").next())
+            .or_else(|| line.strip_prefix('[').and_then(|l| l.split(']').next()))?;
+        Some(
+            inner
+                .split('.')
+                .map(|part| part.trim().trim_matches('"'))
+                .collect::<Vec<_>>()
+                .join("."),
+        )
+    };
+    if key.starts_with('[') {
+        // A table declared twice: the span is its header.
+        return header(key);
+    }
+    let key = key.trim_matches('"');
+    if key.is_empty() {
+        return None;
+    }
+    let before = text.get(..span.start)?;
+    let table = before.lines().rev().find_map(header);
+    Some(match table {
+        Some(table) if !table.is_empty() => format!("{table}.{key}"),
+        _ => key.to_owned(),
+    })
 }

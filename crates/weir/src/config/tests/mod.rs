@@ -501,3 +501,38 @@ fn directories_are_not_shared() {
         ]
     );
 }
+
+#[test]
+fn a_duplicate_key_is_reported_with_its_path() {
+    let found = errors(
+        "[runtime]\ndata_dir = \"x\"\n[wal]\nmax_disk = \"1 GiB\"\non_full = \"reject\"\nmax_disk = \"2 GiB\"\n",
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("wal.max_disk: set twice (line 6 repeats it)"),
+        "{}",
+        found[0]
+    );
+    let found = errors(
+        "[runtime]\ndata_dir = \"x\"\n[sinks.\"out\"]\ntype = \"blackhole\"\ntype = \"file\"\n",
+    );
+    assert!(
+        found[0].starts_with("sinks.out.type: set twice"),
+        "{}",
+        found[0]
+    );
+}
+
+#[test]
+fn sink_paths_inside_the_wal_directory_are_refused() {
+    let text = with(
+        &[],
+        "\n[sinks.copy]\ntype = \"file\"\ninputs = [\"gen\"]\npath = \"./weir-data/wal/copy\"\n",
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "sinks.copy.path: ./weir-data/wal/copy is inside wal.dir (weir-data/wal); the WAL owns that directory (its recovery lists, quarantines and deletes files there): choose a directory outside it",
+        ]
+    );
+}

@@ -78,10 +78,15 @@ pub fn split_ndjson(body: &Bytes) -> Result<Vec<Bytes>, BadLine> {
     Ok(out)
 }
 
-/// Whether an `Authorization` header carries `Bearer <token>` (compared in constant
-/// time).
+/// Whether an `Authorization` header carries `Bearer <token>` (the token compared in
+/// constant time; the scheme in any case, as RFC 9110 makes auth schemes
+/// case-insensitive).
 pub fn authorized(header: Option<&[u8]>, token: &str) -> bool {
-    let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+    const SCHEME: &[u8] = b"bearer ";
+    let Some(given) = header.and_then(|h| {
+        let (scheme, rest) = h.split_at_checked(SCHEME.len())?;
+        scheme.eq_ignore_ascii_case(SCHEME).then_some(rest)
+    }) else {
         return false;
     };
     // `ct_eq` on slices answers false at once for different lengths (the length is not
@@ -149,7 +154,10 @@ mod tests {
         assert!(!authorized(Some(b"Bearer s3creT"), "s3cret"));
         assert!(!authorized(Some(b"Bearer S3cret"), "s3cret"));
         assert!(!authorized(Some(b"Bearer "), "s3cret"));
-        assert!(!authorized(Some(b"bearer s3cret"), "s3cret"));
+        assert!(authorized(Some(b"bearer s3cret"), "s3cret"));
+        assert!(authorized(Some(b"BEARER s3cret"), "s3cret"));
+        assert!(!authorized(Some(b"bearer"), "s3cret"));
+        assert!(!authorized(Some(b"bearers3cret"), "s3cret"));
         assert!(!authorized(Some(b"Bearer  s3cret"), "s3cret"));
         assert!(!authorized(Some(b""), "s3cret"));
     }
