@@ -28,6 +28,26 @@ struct State {
     buf: Vec<u8>,
     /// A write failed mid-file: start a new file before writing again.
     broken: bool,
+    /// Failures injected by tests into the next writes.
+    fault: Fault,
+}
+
+/// Write failures to inject (tests): the next `failures` batch writes put at most
+/// `accept_bytes` bytes in the file and then fail with ENOSPC, as a filling disk does.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Fault {
+    pub(super) failures: u32,
+    pub(super) accept_bytes: usize,
+}
+
+/// `write_all`, failing as `fault` says.
+fn write_all(file: &mut File, bytes: &[u8], fault: &mut Fault) -> std::io::Result<()> {
+    if fault.failures > 0 {
+        fault.failures -= 1;
+        file.write_all(&bytes[..fault.accept_bytes.min(bytes.len())])?;
+        return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+    }
+    file.write_all(bytes)
 }
 
 #[derive(Debug)]
@@ -67,8 +87,14 @@ impl FileSink {
             let entry = entry.map_err(|e| SinkError::io("reading", &dir, e))?;
             let name = entry.file_name();
             if let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(OPEN_SUFFIX)) {
+                let path = entry.path();
+                if !cut_to_last_line(&path)? {
+                    std::fs::remove_file(&path)
+                        .map_err(|e| SinkError::io("removing the empty", &path, e))?;
+                    continue;
+                }
                 let done = dir.join(format!("{stem}{DONE_SUFFIX}"));
-                std::fs::rename(entry.path(), &done)
+                std::fs::rename(&path, &done)
                     .map_err(|e| SinkError::io("closing a file left open in", &dir, e))?;
             }
         }
@@ -85,6 +111,7 @@ impl FileSink {
                 open: None,
                 buf: Vec::new(),
                 broken: false,
+                fault: Fault::default(),
             })),
         })
     }
@@ -190,9 +217,6 @@ impl State {
         }
         let result = self.write_bytes(&buf);
         self.buf = buf;
-        if result.is_err() {
-            self.broken = true;
-        }
         result
     }
 
@@ -201,9 +225,8 @@ impl State {
             return Ok(());
         }
         if self.broken {
-            // Leave the damaged file as it is (closed, renamed) and start a new one.
-            self.broken = false;
-            self.close()?;
+            // The last failed batch could not be cut off: try again before writing.
+            self.repair()?;
         }
         if self.open.is_none() {
             self.open = Some(self.create()?);
@@ -212,12 +235,23 @@ impl State {
         let Some(open) = self.open.as_mut() else {
             return Ok(());
         };
-        open.file
-            .write_all(bytes)
-            .map_err(|e| SinkError::io("writing", &open.path, e))?;
-        open.file
-            .sync_data()
-            .map_err(|e| SinkError::io("syncing", &open.path, e))?;
+        let written = write_all(&mut open.file, bytes, &mut self.fault)
+            .map_err(|e| SinkError::io("writing", &open.path, e))
+            .and_then(|()| {
+                open.file
+                    .sync_data()
+                    .map_err(|e| SinkError::io("syncing", &open.path, e))
+            });
+        if let Err(e) = written {
+            // Part of the batch may be in the file: cut it back to the whole batches
+            // before it, so that the file never holds a torn line and the retry (the
+            // same batch, from the committed cursor) continues in the same file
+            // instead of leaving one file per attempt.
+            if self.repair().is_err() {
+                self.broken = true;
+            }
+            return Err(e);
+        }
         open.bytes += bytes.len() as u64;
         if rotation.due(open.bytes, open.opened, Instant::now()) {
             self.close()?;
@@ -225,13 +259,26 @@ impl State {
         Ok(())
     }
 
+    /// Truncates the open file to the batches written and synced whole.
+    fn repair(&mut self) -> Result<(), SinkError> {
+        if let Some(open) = &self.open {
+            open.file
+                .set_len(open.bytes)
+                .and_then(|()| open.file.sync_data())
+                .map_err(|e| SinkError::io("cutting a failed write off", &open.path, e))?;
+        }
+        self.broken = false;
+        Ok(())
+    }
+
     fn create(&mut self) -> Result<OpenFile, SinkError> {
         let stem = file_stem(self.started_ms, self.seq);
         self.seq += 1;
         let path = self.dir.join(format!("{stem}{OPEN_SUFFIX}"));
+        // Append: after a failed write is cut off, the next one starts at the new end.
         let file = File::options()
             .create_new(true)
-            .write(true)
+            .append(true)
             .open(&path)
             .map_err(|e| SinkError::io("creating", &path, e))?;
         sync_dir(&self.dir)?;
@@ -244,11 +291,21 @@ impl State {
         })
     }
 
-    /// Fsyncs, renames to `.ndjson`, fsyncs the directory.
+    /// Fsyncs, renames to `.ndjson`, fsyncs the directory; a file with no line is
+    /// removed instead. A file whose failed write could not be cut off stays open.
     fn close(&mut self) -> Result<(), SinkError> {
+        if self.broken {
+            self.repair()?;
+        }
         let Some(open) = self.open.take() else {
             return Ok(());
         };
+        if open.bytes == 0 {
+            drop(open.file);
+            std::fs::remove_file(&open.path)
+                .map_err(|e| SinkError::io("removing the empty", &open.path, e))?;
+            return sync_dir(&self.dir);
+        }
         open.file
             .sync_all()
             .map_err(|e| SinkError::io("syncing", &open.path, e))?;
@@ -258,10 +315,54 @@ impl State {
     }
 }
 
+/// Cuts a file left open by a crash after its last whole line (a torn line was never
+/// acknowledged: its records are written again from the cursor); false if no line is
+/// left. Blocking.
+fn cut_to_last_line(path: &Path) -> Result<bool, SinkError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |e| SinkError::io("closing a file left open:", path, e);
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    // Scan back from the end in blocks for the last newline.
+    let mut end = len;
+    let mut block = vec![0u8; 64 * 1024];
+    let keep = loop {
+        if end == 0 {
+            break 0;
+        }
+        let start = end.saturating_sub(block.len() as u64);
+        let n = usize::try_from(end - start).unwrap_or(block.len());
+        file.seek(SeekFrom::Start(start)).map_err(io)?;
+        file.read_exact(&mut block[..n]).map_err(io)?;
+        if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+            break start + i as u64 + 1;
+        }
+        end = start;
+    };
+    if keep < len {
+        file.set_len(keep)
+            .and_then(|()| file.sync_all())
+            .map_err(io)?;
+    }
+    Ok(keep > 0)
+}
+
 fn sync_dir(dir: &Path) -> Result<(), SinkError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| SinkError::io("syncing directory", dir, e))
+}
+
+impl FileSink {
+    /// Makes the next writes fail as `fault` says (tests).
+    #[cfg(test)]
+    pub(super) fn inject(&self, fault: Fault) {
+        lock(&self.state).fault = fault;
+    }
 }
 
 #[cfg(test)]
