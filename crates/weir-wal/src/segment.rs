@@ -123,9 +123,18 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
 
 /// Moves a damaged segment into `<dir>/quarantine/`; returns its new path.
 pub(crate) fn quarantine(dir: &Path, path: &Path) -> io::Result<PathBuf> {
+    quarantine_as(dir, path, "")
+}
+
+/// [`quarantine`] under a name starting with `prefix`: with `"junk-"`, a file that is
+/// not a segment of this log is kept out of the names recovery reads as boundaries.
+pub(crate) fn quarantine_as(dir: &Path, path: &Path, prefix: &str) -> io::Result<PathBuf> {
     let qdir = dir.join("quarantine");
     fs::create_dir_all(&qdir)?;
-    let name = path.file_name().map(PathBuf::from).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| PathBuf::from(format!("{prefix}{}", n.to_string_lossy())))
+        .unwrap_or_default();
     let mut target = qdir.join(&name);
     let mut n = 1;
     while target.exists() {
