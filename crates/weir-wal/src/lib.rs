@@ -58,6 +58,7 @@ mod segment;
 mod segment_read;
 mod shared;
 mod stats;
+mod strays;
 mod time_index;
 pub mod tools;
 mod wal;

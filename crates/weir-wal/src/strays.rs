@@ -1,0 +1,160 @@
+//! Stray files in the WAL directory: recovery trusts a file's contents over its name
+//! (see [`set_aside_strays`]).
+
+use std::fs::{self, File};
+use std::path::Path;
+
+use crate::core::Hole;
+use crate::error::OpenError;
+use crate::format::{HeaderError, SEGMENT_HEADER_LEN};
+use crate::recovery::{OpenReport, QuarantinedSegment, unfinished_header, warn_quarantined};
+use crate::segment::{quarantine, quarantine_as, read_header, scan_segment, segment_path};
+
+/// What reading a segment file's header found.
+enum Found {
+    /// A header that agrees with the name.
+    Good,
+    /// A header of a newer format: left to the caller, which refuses to open.
+    Version,
+    /// Created but never given a header (a crash while rotating): left to the tail's
+    /// handling, which removes it.
+    Unfinished,
+    /// Not readable as a segment of this log: why.
+    Suspect(String),
+    /// Not readable at all (permissions, a directory, an I/O error): why.
+    Unreadable(String),
+}
+
+fn read_found(path: &Path, first: u64) -> Found {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return Found::Unreadable(format!("unreadable: {e}")),
+    };
+    if !meta.is_file() {
+        return Found::Unreadable("not a regular file (a directory?)".to_owned());
+    }
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => return Found::Unreadable(format!("unreadable: {e}")),
+    };
+    match read_header(&mut file) {
+        Err(e) => Found::Unreadable(format!("unreadable: {e}")),
+        Ok(Err(HeaderError::Version { .. })) => Found::Version,
+        Ok(Ok(h)) if h.first_offset == first => Found::Good,
+        Ok(Ok(h)) => Found::Suspect(format!(
+            "header says first offset {}, name says {first}",
+            h.first_offset
+        )),
+        Ok(Err(_)) if meta.len() <= SEGMENT_HEADER_LEN || unfinished_header(path) => {
+            Found::Unfinished
+        }
+        Ok(Err(e)) => Found::Suspect(e.to_string()),
+    }
+}
+
+/// Recovery trusts a file's contents over its name. A file named like a segment whose
+/// header is unreadable, damaged or disagrees with its name is a lost segment of this
+/// log only if its neighbour agrees: the good segment before it ends exactly where its
+/// name begins. Otherwise it is a stray (junk copied in, a directory, a file from
+/// another log): it is moved to `quarantine/junk-<name>` (a name later opens do not read
+/// as a boundary), logged at WARN with the reason, and takes no offsets: it neither
+/// moves the durable end nor shortens the segment before it.
+///
+/// A suspect with no good segment before it stays for the usual handling (a counted
+/// hole up to the next segment). A file that cannot be read at all is never fatal: as a
+/// stray it is set aside like the others; as a segment of this log (or with no good
+/// segment before it) it is quarantined and its range, up to the next segment, is a
+/// hole (returned).
+pub(crate) fn set_aside_strays(
+    dir: &Path,
+    firsts: &mut Vec<u64>,
+    report: &mut OpenReport,
+) -> Result<Vec<Hole>, OpenError> {
+    let found: Vec<(u64, Found)> = firsts
+        .iter()
+        .map(|&first| (first, read_found(&segment_path(dir, first), first)))
+        .collect();
+    let mut holes = Vec::new();
+    let suspect = |f: &Found| matches!(f, Found::Suspect(_) | Found::Unreadable(_));
+    if !found.iter().any(|(_, f)| suspect(f)) {
+        return Ok(holes);
+    }
+    let mut ends: Vec<(u64, u64)> = Vec::new(); // (first, end by scanning) of good ones
+    let mut strays = Vec::new();
+    let mut lost = Vec::new();
+    for (i, (first, f)) in found.iter().enumerate() {
+        let (reason, unreadable) = match f {
+            Found::Suspect(r) => (r, false),
+            Found::Unreadable(r) => (r, true),
+            _ => continue,
+        };
+        let prev = found[..i]
+            .iter()
+            .rev()
+            .find(|(_, f)| matches!(f, Found::Good))
+            .map(|(p, _)| *p);
+        let prev_end = match prev {
+            None => None,
+            Some(prev) => Some(match ends.iter().find(|(f, _)| *f == prev) {
+                Some(&(_, end)) => end,
+                None => {
+                    let path = segment_path(dir, prev);
+                    let scan =
+                        scan_segment(&path).map_err(|e| OpenError::io("scanning", &path, e))?;
+                    ends.push((prev, prev + scan.records));
+                    prev + scan.records
+                }
+            }),
+        };
+        match (prev, prev_end) {
+            (Some(prev), Some(end)) if end != *first => {
+                strays.push((*first, reason.clone(), prev, end));
+            }
+            _ if unreadable => {
+                let next = found.get(i + 1).map_or(*first, |(n, _)| *n);
+                lost.push((*first, next, reason.clone()));
+            }
+            _ => {} // a segment of this log, damaged: its records are a counted hole
+        }
+    }
+    for (first, reason, prev, prev_end) in strays {
+        let path = segment_path(dir, first);
+        let moved = quarantine_as(dir, &path, "junk-")
+            .map_err(|e| OpenError::io("quarantining", &path, e))?;
+        let reason = format!(
+            "{reason}; and segment {prev} before it ends at {prev_end}, not {first}: \
+             not a segment of this log"
+        );
+        tracing::warn!(
+            segment = %path.display(),
+            moved_to = %moved.display(),
+            reason = %reason,
+            "quarantined a stray file in the WAL directory {}: {reason}; no records lost, \
+             moved to {}",
+            path.display(),
+            moved.display()
+        );
+        report.quarantined.push(QuarantinedSegment {
+            path: moved,
+            from: first,
+            to: first,
+            reason,
+        });
+        firsts.retain(|&f| f != first);
+    }
+    for (first, to, reason) in lost {
+        let path = segment_path(dir, first);
+        let moved = quarantine(dir, &path).map_err(|e| OpenError::io("quarantining", &path, e))?;
+        let q = QuarantinedSegment {
+            path: moved,
+            from: first,
+            to,
+            reason,
+        };
+        warn_quarantined(&path, &q);
+        report.quarantined.push(q);
+        holes.push(Hole { from: first, to });
+        firsts.retain(|&f| f != first);
+    }
+    Ok(holes)
+}
