@@ -219,6 +219,7 @@ url = "s3://bucket/prefix"
 type = "http"
 inputs = ["js"]
 url = "http://127.0.0.1:9/"
+encoding = "xml"
 [sinks.lake]
 type = "parquet"
 inputs = ["js"]
@@ -231,7 +232,7 @@ max_open_files = 2
     for needle in [
         r#"sources.js.type: "nats" sources are not built yet in this version of weir"#,
         r#"sinks.store.type: "object_store" sinks are not built yet in this version of weir"#,
-        r#"sinks.api.type: "http" sinks are not built yet in this version of weir"#,
+        r#"sinks.api.encoding: expected one of "ndjson", "json_array", "payload""#,
         "sinks.lake.max_open_files: unknown key",
     ] {
         assert!(err.contains(needle), "{needle:?} missing from:\n{err}");

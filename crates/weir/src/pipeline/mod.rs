@@ -16,7 +16,7 @@ pub mod stats;
 
 pub use self::ingest::{AdmitError, Ingest, Reserved};
 pub use self::sink::{Sink, SinkBatch, SinkError, Unencodable, Written};
-pub use self::stats::{SinkStats, SourceStats};
+pub use self::stats::{Detail, SinkStats, SourceStats};
 
 use tokio::sync::watch;
 

@@ -86,9 +86,7 @@ impl Registry {
             .map(|e| {
                 let s = &e.stats;
                 let cursor = wal.cursors.iter().find(|c| c.name == e.name);
-                (
-                    e.name.clone(),
-                    json!({
+                let mut section = json!({
                         "type": e.kind,
                         "records": get(&s.records),
                         "batches": get(&s.batches),
@@ -98,8 +96,11 @@ impl Registry {
                         "gap_records": get(&s.gap_records),
                         "buffered_bytes": get(&s.buffered_bytes),
                         "cursor": cursor,
-                    }),
-                )
+                });
+                if let (Some(detail), Some(map)) = (s.detail.get(), section.as_object_mut()) {
+                    map.insert(e.kind.to_owned(), (detail.0)());
+                }
+                (e.name.clone(), section)
             })
             .collect();
         Value::Object(map)

@@ -4,9 +4,13 @@
 //! lists the types that have both.
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use crate::keys::{Bounds, Section};
-use crate::pipeline::{Sink, SinkError};
+use crate::pipeline::{Detail, Sink, SinkError};
+use crate::quarantine::Quarantine;
+use crate::sinks::Retry;
+use crate::telemetry::Telemetry;
 
 /// A sink type's configuration: the keys it reads under `[sinks.NAME]`.
 pub trait SinkKeys: Sized {
@@ -37,6 +41,15 @@ pub struct SinkContext {
     pub config_hash: String,
     /// The WAL's `on_full` choice.
     pub on_full: weir_wal::OnFull,
+    /// The sink's own `retry = { initial, max }`.
+    pub retry: Retry,
+    /// Where a sink registers its own metrics.
+    pub telemetry: Telemetry,
+    /// Where a sink puts records its destination refused (dead letters).
+    pub quarantine: Quarantine,
+    /// Where a sink puts its type-specific `/status` details (its
+    /// [`SinkStats::detail`](crate::pipeline::SinkStats::detail)).
+    pub detail: Arc<OnceLock<Detail>>,
 }
 
 /// A sink type that `weir run` drives.
