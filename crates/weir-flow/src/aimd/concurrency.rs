@@ -110,9 +110,16 @@ impl AimdConcurrency {
             .config()
             .target_latency
             .is_none_or(|target| latency <= target);
+        // Like TCP's recovery: an operation that started before the last decrease
+        // ran under the old limit and says nothing about the new one.
+        let after_cut = self
+            .ctl
+            .last_decrease()
+            .is_none_or(|cut| token.started > cut);
         if self.ctl.config().increase_per_round_trip
             && saturated
             && on_target
+            && after_cut
             && self.ctl.decreases() == before
         {
             self.ctl.increase_per_ack();
@@ -120,11 +127,23 @@ impl AimdConcurrency {
     }
 
     /// The operation was dropped for overload (rejected downstream, timed out): cut
-    /// the limit now, at most once per window.
+    /// the limit now, at most once per window. With
+    /// [`increase_per_round_trip`](AimdConfig::increase_per_round_trip), at most once
+    /// per round trip instead: an operation that started after the last decrease cuts
+    /// again (the smaller limit still overloads), one that started before it does not.
     pub fn dropped(&mut self, now: Timestamp, token: Token) {
-        let _ = token;
         self.release();
-        self.ctl.overload(now);
+        if self.ctl.config().increase_per_round_trip {
+            let after_cut = self
+                .ctl
+                .last_decrease()
+                .is_none_or(|cut| token.started > cut);
+            if after_cut {
+                self.ctl.decrease_now(now);
+            }
+        } else {
+            self.ctl.overload(now);
+        }
     }
 
     /// The operation ended without telling anything about the downstream (cancelled,
@@ -226,8 +245,16 @@ mod tests {
             .map(|tok| limiter.ignore(tok));
         assert_eq!(limiter.limit(), 40);
         let a = limiter.try_start(t(now + 23_000)).unwrap();
+        let before_cut = limiter.try_start(t(now + 23_000)).unwrap();
         limiter.dropped(t(now + 23_001), a);
         assert_eq!(limiter.limit(), 32);
+        // Once per round trip: an operation that started before the cut neither cuts
+        // again nor grows the limit; one started after it cuts at once.
+        limiter.dropped(t(now + 23_002), before_cut);
+        assert_eq!(limiter.limit(), 32);
+        let after_cut = limiter.try_start(t(now + 23_010)).unwrap();
+        limiter.dropped(t(now + 23_020), after_cut);
+        assert_eq!(limiter.limit(), 25);
     }
 
     #[test]

@@ -228,6 +228,13 @@ impl AimdController {
         }
     }
 
+    /// An overload signal that decreases now, whatever the last decrease (the caller
+    /// decided it is news: the concurrency form's once-per-round-trip rule).
+    pub fn decrease_now(&mut self, now: Timestamp) {
+        self.decrease(now);
+        self.start_window(now);
+    }
+
     /// Closes the current window if it has ended.
     pub fn roll(&mut self, now: Timestamp) {
         let Some(start) = self.window_start else {
