@@ -122,6 +122,10 @@ macro_rules! registry {
                 match self { $(Sink::$variant(s) => s.finish().await,)+ }
             }
 
+            async fn settled(&mut self) -> Result<Option<u64>, SinkError> {
+                match self { $(Sink::$variant(s) => s.settled().await,)+ }
+            }
+
             fn resume_at(&mut self, next_offset: u64) {
                 match self { $(Sink::$variant(s) => s.resume_at(next_offset),)+ }
             }

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -63,6 +64,8 @@ struct Shared {
     stats: Arc<HttpStats>,
     /// The last configuration error (401, 403, …), sent on every one.
     permanent: watch::Sender<Option<String>>,
+    /// Whether the last final answer was a configuration error (no delivery since).
+    failing: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -184,6 +187,7 @@ impl OpenSink for HttpSinkConfig {
             quarantine: cx.quarantine.clone(),
             stats,
             permanent,
+            failing: AtomicBool::new(false),
         });
         Ok(HttpSink {
             shared,
@@ -449,13 +453,19 @@ impl Sink for HttpSink {
         }
     }
 
-    /// Sends what is pending and waits for the requests in flight, at most three
-    /// request timeouts (then what is not delivered is sent again by the next run).
+    /// Sends what is pending and waits for the requests in flight, at most one
+    /// request timeout, and not at all while the endpoint refuses the sink's
+    /// configuration (what is not delivered is sent again by the next run).
     async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
         if self.has_pending() {
             self.seal();
         }
-        let deadline = Instant::now() + self.shared.config.timeout.get() * 3;
+        let wait = if self.shared.failing.load(Ordering::Relaxed) {
+            Duration::ZERO
+        } else {
+            self.shared.config.timeout.get()
+        };
+        let deadline = Instant::now() + wait;
         let submitted = tokio::time::timeout_at(deadline, self.submit_sealed()).await;
         if let Ok(result) = submitted {
             result?;
@@ -562,6 +572,7 @@ impl Shared {
             let reason = match outcome {
                 Ok(Ok(answer)) => match core::classify(answer.status) {
                     Class::Delivered => {
+                        self.failing.store(false, Ordering::Relaxed);
                         self.stats.finished(permit, rtt);
                         return Ok(Final::Delivered);
                     }
@@ -585,6 +596,7 @@ impl Shared {
                             self.retry_max
                         );
                         self.stats.set_last_error(&message);
+                        self.failing.store(true, Ordering::Relaxed);
                         self.permanent.send_replace(Some(message));
                         tokio::time::sleep(self.retry_max).await;
                         continue;
