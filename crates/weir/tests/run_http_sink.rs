@@ -144,6 +144,52 @@ fn refused_records_are_dead_lettered_and_the_rest_delivered() {
 }
 
 #[test]
+fn too_large_requests_are_split_and_compressed_bodies_arrive() {
+    for (encoding, compression) in [("json_array", "gzip"), ("ndjson", "zstd")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target::start();
+        target.behaviour().max_records.store(30, Ordering::SeqCst);
+        let status = free_addr();
+        let path = write_config(
+            tmp.path(),
+            &config(
+                tmp.path(),
+                status,
+                &target.url(),
+                &generator(5_000, Some(1_000)),
+                &format!(
+                    "batch_records = 100\nencoding = \"{encoding}\"\ncompression = \"{compression}\"\n"
+                ),
+            ),
+        );
+        let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+        let st = daemon.wait_for("all records settled", Duration::from_secs(30), |s| {
+            s["sources"]["gen"]["records"] == 1_000 && lag(s) == 0
+        });
+        assert_eq!(
+            target.shared.distinct(),
+            (0..1_000).collect::<BTreeSet<u64>>(),
+            "{encoding}/{compression}"
+        );
+        assert!(
+            http(&st)["splits"]["413"].as_u64().unwrap() > 0,
+            "{:#}",
+            http(&st)
+        );
+        assert!(quarantined(tmp.path()).is_empty());
+        assert!(
+            target
+                .shared
+                .events()
+                .iter()
+                .all(|e| e.status != 200 || e.records <= 30),
+            "only requests of at most 30 records were accepted"
+        );
+        assert_eq!(daemon.stop(), Some(0));
+    }
+}
+
+#[test]
 fn retry_after_holds_back_every_new_request() {
     let tmp = tempfile::tempdir().unwrap();
     let target = Target::start();

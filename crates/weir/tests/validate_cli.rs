@@ -68,7 +68,7 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
 
 #[test]
 fn every_example_is_valid() {
-    for name in ["quickstart", "http", "mqtt"] {
+    for name in ["quickstart", "http", "mqtt", "http-sink"] {
         let output = validate(&repo_root().join(format!("examples/{name}.toml")));
         assert!(output.status.success(), "{name}: {}", stderr(&output));
     }

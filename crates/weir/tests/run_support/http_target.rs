@@ -49,6 +49,8 @@ pub struct Behaviour {
     pub token: Mutex<Option<String>>,
     /// Drop the connection of this many next requests without answering.
     pub drop_next: AtomicUsize,
+    /// Records per request above which the answer is 413 (0: any number).
+    pub max_records: AtomicUsize,
 }
 
 /// The server's state.
@@ -150,10 +152,24 @@ async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -
     let b = &s.behaviour;
     let concurrent = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     let _slot = Slot(&s.in_flight);
-    let lines: Vec<&[u8]> = body
-        .split(|c| *c == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect();
+    let body = decode_body(&headers, &body);
+    // NDJSON lines, or the elements of a JSON array.
+    let array: Vec<Vec<u8>> = if body.first() == Some(&b'[') {
+        let values: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap_or_default();
+        values
+            .iter()
+            .map(|v| serde_json::to_vec(v).unwrap())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let lines: Vec<&[u8]> = if body.first() == Some(&b'[') {
+        array.iter().map(Vec::as_slice).collect()
+    } else {
+        body.split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
     let answer = |status: u16, extra: Option<String>, body: String| {
         s.events.lock().unwrap().push(Event {
             arrived,
@@ -199,6 +215,10 @@ async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -
         let retry_after = b.retry_after.lock().unwrap().clone();
         return answer(forced, retry_after, "forced".to_owned());
     }
+    let max_records = b.max_records.load(Ordering::SeqCst);
+    if max_records > 0 && lines.len() > max_records {
+        return answer(413, None, format!("at most {max_records} records"));
+    }
     let capacity = b.capacity.load(Ordering::SeqCst);
     if capacity > 0 && concurrent > capacity {
         return answer(429, None, "over capacity".to_owned());
@@ -224,4 +244,23 @@ async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -
     }
     s.seqs.lock().unwrap().extend(seqs);
     answer(200, None, String::new())
+}
+
+/// The body, decompressed as its `Content-Encoding` says (gzip, zstd).
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+    use std::io::Read as _;
+    match headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some("gzip") => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .expect("a gzip body");
+            out
+        }
+        Some("zstd") => zstd::stream::decode_all(body).expect("a zstd body"),
+        _ => body.to_vec(),
+    }
 }

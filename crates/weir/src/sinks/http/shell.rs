@@ -286,11 +286,20 @@ impl HttpSink {
         !self.pending.is_empty() || self.pending_offset.is_some()
     }
 
+    fn report_stage(&self) {
+        if let Some(stage) = &self.stage {
+            self.shared
+                .stats
+                .set_stage(stage.in_flight() + stage.held(), stage.held_back());
+        }
+    }
+
     /// Takes one result from the stage.
     fn take(
         &mut self,
         result: Option<Result<Option<u64>, OrderedError<String>>>,
     ) -> Result<(), SinkError> {
+        self.report_stage();
         match result {
             Some(Ok(Some(offset))) => {
                 self.released = Some(self.released.map_or(offset, |r| r.max(offset)));
@@ -309,7 +318,7 @@ impl HttpSink {
     async fn submit_sealed(&mut self) -> Result<(), SinkError> {
         while let Some(batch) = self.sealed.take() {
             match self.stage().try_submit(batch) {
-                Ok(_) => {}
+                Ok(_) => self.report_stage(),
                 Err(SubmitError::Full(batch)) => {
                     self.sealed = Some(batch);
                     let stage = self.stage.as_ref().expect("created above");

@@ -52,6 +52,8 @@ pub struct HttpStats {
     retry_after: AtomicU64,
     budget_exhausted: AtomicU64,
     config_errors: AtomicU64,
+    stage_batches: AtomicU64,
+    stage_held_back: AtomicU64,
     retries: ByReason,
     splits: ByReason,
     dead_letters: ByReason,
@@ -125,6 +127,8 @@ impl HttpStats {
             retry_after: AtomicU64::new(0),
             budget_exhausted: AtomicU64::new(0),
             config_errors: AtomicU64::new(0),
+            stage_batches: AtomicU64::new(0),
+            stage_held_back: AtomicU64::new(0),
             retries: ByReason::default(),
             splits: ByReason::default(),
             dead_letters: ByReason::default(),
@@ -259,6 +263,14 @@ impl HttpStats {
             .inc();
     }
 
+    /// The ordered stage's batches now: admitted and not taken, and of those, done
+    /// but held back behind an earlier one.
+    pub fn set_stage(&self, batches: usize, held_back: usize) {
+        self.stage_batches.store(batches as u64, Ordering::Relaxed);
+        self.stage_held_back
+            .store(held_back as u64, Ordering::Relaxed);
+    }
+
     /// The last failure's description, for `/status`.
     pub fn set_last_error(&self, message: &str) {
         *lock(&self.last_error) = Some(message.to_owned());
@@ -278,6 +290,8 @@ impl HttpStats {
         json!({
             "limit": self.limiter.limit(),
             "in_flight": self.limiter.in_flight(),
+            "batches": self.stage_batches.load(Ordering::Relaxed),
+            "held_back": self.stage_held_back.load(Ordering::Relaxed),
             "srtt_ms": srtt.map(|d| d.as_secs_f64() * 1e3),
             "last_decrease": last.map(|(reason, at)| json!({
                 "reason": reason,
