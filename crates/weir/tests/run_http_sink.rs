@@ -286,6 +286,9 @@ fn a_bad_token_fails_the_sink_and_quarantines_nothing() {
     std::thread::sleep(Duration::from_secs(2));
     assert!(quarantined(tmp.path()).is_empty(), "nothing dead-lettered");
     assert!(target.shared.seqs().is_empty());
+    // One probe per retry.max (1 s here), not every batch asking in turn.
+    let asked = target.shared.events().len();
+    assert!(asked <= 10, "{asked} requests with a bad token");
     assert_eq!(lag(&daemon.status()), 500, "the cursor stays put");
     assert!(daemon.stderr().contains("HTTP 401"), "logged");
     assert_eq!(daemon.stop(), Some(0));

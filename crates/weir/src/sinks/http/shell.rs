@@ -66,6 +66,9 @@ struct Shared {
     permanent: watch::Sender<Option<String>>,
     /// Whether the last final answer was a configuration error (no delivery since).
     failing: AtomicBool,
+    /// After a configuration error no request starts before this (`retry.max` later):
+    /// one probe per `retry.max` instead of every batch asking in turn.
+    config_pause_until: Mutex<Option<Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,6 +91,8 @@ pub struct HttpSink {
     /// A durable offset taken from the stage and not reported yet.
     released: Option<u64>,
     permanent: watch::Receiver<Option<String>>,
+    /// When a configuration error was last reported to the driver.
+    permanent_reported: Option<Instant>,
 }
 
 impl std::fmt::Debug for HttpSink {
@@ -188,6 +193,7 @@ impl OpenSink for HttpSinkConfig {
             stats,
             permanent,
             failing: AtomicBool::new(false),
+            config_pause_until: Mutex::new(None),
         });
         Ok(HttpSink {
             shared,
@@ -199,6 +205,7 @@ impl OpenSink for HttpSinkConfig {
             sealed: None,
             released: None,
             permanent: permanent_rx,
+            permanent_reported: None,
         })
     }
 }
@@ -446,9 +453,16 @@ impl Sink for HttpSink {
             tokio::select! {
                 result = stage.next() => self.take(result)?,
                 changed = self.permanent.changed() => {
+                    // Reported (failed, logged at ERROR) at most once per retry.max.
+                    let due = self
+                        .permanent_reported
+                        .is_none_or(|at| at.elapsed() >= self.shared.retry_max);
+                    let message = self.permanent.borrow_and_update().clone();
                     if changed.is_ok()
-                        && let Some(message) = self.permanent.borrow_and_update().clone()
+                        && due
+                        && let Some(message) = message
                     {
+                        self.permanent_reported = Some(Instant::now());
                         return Err(SinkError::Permanent(message));
                     }
                 }
@@ -606,8 +620,8 @@ impl Shared {
                         );
                         self.stats.set_last_error(&message);
                         self.failing.store(true, Ordering::Relaxed);
+                        *lock(&self.config_pause_until) = Some(Instant::now() + self.retry_max);
                         self.permanent.send_replace(Some(message));
-                        tokio::time::sleep(self.retry_max).await;
                         continue;
                     }
                     Class::Transient { overload, reason } => {
@@ -650,9 +664,10 @@ impl Shared {
     /// budget (for a retry), and a slot under the concurrency limit.
     async fn start(&self, is_retry: bool) -> Permit {
         let mut budget_counted = false;
+        let mut budget_taken = !is_retry;
         loop {
             self.wait_pause().await;
-            if is_retry {
+            if !budget_taken {
                 let allowed = lock(&self.budget).try_retry(std::time::Instant::now());
                 if let Err(wait) = allowed {
                     if !budget_counted {
@@ -662,6 +677,7 @@ impl Shared {
                     tokio::time::sleep(wait).await;
                     continue;
                 }
+                budget_taken = true;
             }
             let permit = self.limiter.acquire().await;
             // A pause may have begun while this waited for a slot.
@@ -674,8 +690,9 @@ impl Shared {
     }
 
     fn paused(&self) -> Option<Instant> {
-        let until = *lock(&self.pause_until);
-        until.filter(|u| *u > Instant::now())
+        let retry_after = *lock(&self.pause_until);
+        let config = *lock(&self.config_pause_until);
+        retry_after.max(config).filter(|u| *u > Instant::now())
     }
 
     async fn wait_pause(&self) {
