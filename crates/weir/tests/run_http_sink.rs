@@ -246,6 +246,36 @@ fn retry_after_holds_back_every_new_request() {
 }
 
 #[test]
+fn latency_above_target_latency_cuts_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    b.latency_ms.store(5, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(5_000, None),
+            "batch_records = 20\ntarget_latency = \"100ms\"\nmax_concurrency = 16\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let st = daemon.wait_for("the limit grows", Duration::from_secs(20), |s| {
+        http(s)["limit"].as_u64().unwrap_or(0) >= 8
+    });
+    assert!(http(&st)["last_decrease"].is_null(), "{:#}", http(&st));
+    b.latency_ms.store(300, Ordering::SeqCst);
+    let st = daemon.wait_for("a latency cut", Duration::from_secs(20), |s| {
+        http(s)["last_decrease"]["reason"] == "latency"
+    });
+    assert!(http(&st)["limit_decreases"]["latency"].as_u64().unwrap() >= 1);
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[test]
 fn a_bad_token_fails_the_sink_and_quarantines_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let target = Target::start();
