@@ -15,7 +15,7 @@
 //! `scripts/install-s3s.sh` builds it once). Settings: `OBJECT_BENCH_MIB` (bytes for 1,
 //! default 256), `OBJECT_BENCH_LATENCY_MS` (L for 2, default 50).
 
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "../tests/run_support/mod.rs"]
 mod run_support;
 
@@ -40,7 +40,10 @@ const PART_MIB: u64 = 8;
 const CONCURRENCY: usize = 4;
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn sink_config(url: &str, extra: &str) -> ObjectStoreConfig {
@@ -74,6 +77,14 @@ fn context() -> Context {
         on_full: OnFull::Block,
         wal,
         data_dir: dir.path().join("data"),
+        retry: weir::sinks::Retry {
+            initial: weir::keys::Duration::millis(100),
+            max: weir::keys::Duration::secs(1),
+        },
+        telemetry: weir::telemetry::Telemetry::new("sha256:test".into()),
+        quarantine: weir::quarantine::Quarantine::new(&dir.path().join("quarantine"), 1 << 20)
+            .expect("quarantine"),
+        detail: Arc::default(),
     };
     Context { _dir: dir, cx }
 }
@@ -149,7 +160,10 @@ async fn bare_loop(addr: std::net::SocketAddr, total: u64, object: u64) -> Durat
                 let len = (size - (i * part) as u64).min(part as u64) as usize;
                 let body = data.slice(..len);
                 async move {
-                    let tag = store.put_part(&key, &id, i, body.into()).await.expect("part");
+                    let tag = store
+                        .put_part(&key, &id, i, body.into())
+                        .await
+                        .expect("part");
                     (i, tag.content_id)
                 }
             })
@@ -161,7 +175,10 @@ async fn bare_loop(addr: std::net::SocketAddr, total: u64, object: u64) -> Durat
             .into_iter()
             .map(|(_, content_id)| object_store::multipart::PartId { content_id })
             .collect();
-        store.complete_multipart(&key, &id, parts).await.expect("complete");
+        store
+            .complete_multipart(&key, &id, parts)
+            .await
+            .expect("complete");
         done += size;
     }
     started.elapsed()
@@ -189,11 +206,25 @@ async fn throughput(server: &S3Server) {
     let (t_sink, bytes) = drive(&mut sink, &input).await;
     let t_bare = bare_loop(server.addr, bytes, object_mib << 20).await;
     let (sink_rate, bare_rate) = (mb_per_s(bytes, t_sink), mb_per_s(bytes, t_bare));
-    println!("1. upload throughput, {:.0} MB in {object_mib} MiB objects, {PART_MIB} MiB parts, {CONCURRENCY} at once", bytes as f64 / 1e6);
+    println!(
+        "1. upload throughput, {:.0} MB in {object_mib} MiB objects, {PART_MIB} MiB parts, {CONCURRENCY} at once",
+        bytes as f64 / 1e6
+    );
     println!("   {:<34} {:>10} {:>8}", "", "MB/s", "time");
-    println!("   {:<34} {sink_rate:>10.1} {:>7.2}s", "weir object_store sink (NDJSON)", t_sink.as_secs_f64());
-    println!("   {:<34} {bare_rate:>10.1} {:>7.2}s", "bare object_store multipart loop", t_bare.as_secs_f64());
-    println!("   sink / bare = {:.2} (target >= 0.8)\n", sink_rate / bare_rate);
+    println!(
+        "   {:<34} {sink_rate:>10.1} {:>7.2}s",
+        "weir object_store sink (NDJSON)",
+        t_sink.as_secs_f64()
+    );
+    println!(
+        "   {:<34} {bare_rate:>10.1} {:>7.2}s",
+        "bare object_store multipart loop",
+        t_bare.as_secs_f64()
+    );
+    println!(
+        "   sink / bare = {:.2} (target >= 0.8)\n",
+        sink_rate / bare_rate
+    );
 }
 
 async fn littles_law(server: &S3Server) {
@@ -206,7 +237,10 @@ async fn littles_law(server: &S3Server) {
         "2. seed 002's law: 1 KiB objects in one PUT each, L = {} ms per request, link = {link} requests at once",
         latency.as_millis()
     );
-    println!("   {:>5} {:>12} {:>12} {:>7}", "depth", "objects/s", "predicted", "ratio");
+    println!(
+        "   {:>5} {:>12} {:>12} {:>7}",
+        "depth", "objects/s", "predicted", "ratio"
+    );
     let mut rows = BTreeMap::new();
     for depth in [1u64, 2, 4, 8, 16] {
         let objects = (40 * depth.min(link)).max(40) as usize;
@@ -223,10 +257,15 @@ async fn littles_law(server: &S3Server) {
         let (t, _) = drive(&mut sink, &input).await;
         let measured = objects as f64 / t.as_secs_f64();
         let predicted = depth.min(link) as f64 / latency.as_secs_f64();
-        println!("   {depth:>5} {measured:>12.1} {predicted:>12.1} {:>7.2}", measured / predicted);
+        println!(
+            "   {depth:>5} {measured:>12.1} {predicted:>12.1} {:>7.2}",
+            measured / predicted
+        );
         rows.insert(depth, measured);
     }
-    println!("   (prediction: min(depth, link) / L, as `weir lab littles-law` computes it; target: within 10%)\n");
+    println!(
+        "   (prediction: min(depth, link) / L, as `weir lab littles-law` computes it; target: within 10%)\n"
+    );
 }
 
 /// Peak RSS (VmHWM) of a process, in bytes.
@@ -292,9 +331,14 @@ rotate = {{ bytes = "64 MiB" }}
             && s["sinks"]["lake"]["cursor"]["committed"].as_u64() == Some(300_000)
     });
     let peak = vm_hwm(daemon.child.id());
-    let uploaded = s["sinks"]["lake"]["details"]["bytes"].as_u64().unwrap_or(0);
+    let uploaded = s["sinks"]["lake"]["object_store"]["bytes"]
+        .as_u64()
+        .unwrap_or(0);
     daemon.stop();
-    println!("3. weir run: 300,000 records of 1 KB → Parquet objects ({:.0} MB uploaded)", uploaded as f64 / 1e6);
+    println!(
+        "3. weir run: 300,000 records of 1 KB → Parquet objects ({:.0} MB uploaded)",
+        uploaded as f64 / 1e6
+    );
     println!(
         "   peak RSS {:.1} MiB, weir validate's estimate {:.1} MiB (ratio {:.2})",
         peak as f64 / 1048576.0,

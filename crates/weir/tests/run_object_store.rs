@@ -77,7 +77,7 @@ fn committed(status: &serde_json::Value) -> u64 {
 }
 
 fn details(status: &serde_json::Value, key: &str) -> u64 {
-    status["sinks"]["lake"]["details"][key]
+    status["sinks"]["lake"]["object_store"][key]
         .as_u64()
         .unwrap_or(0)
 }

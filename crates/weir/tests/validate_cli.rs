@@ -68,7 +68,7 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
 
 #[test]
 fn every_example_is_valid() {
-    for name in ["quickstart", "http", "mqtt", "s3"] {
+    for name in ["quickstart", "http", "mqtt", "http-sink", "s3"] {
         let output = validate(&repo_root().join(format!("examples/{name}.toml")));
         assert!(output.status.success(), "{name}: {}", stderr(&output));
     }
@@ -215,6 +215,7 @@ consumer = "weir"
 type = "http"
 inputs = ["js"]
 url = "http://127.0.0.1:9/"
+encoding = "xml"
 [sinks.lake]
 type = "parquet"
 inputs = ["js"]
@@ -226,7 +227,7 @@ max_open_files = 2
     let err = stderr(&output);
     for needle in [
         r#"sources.js.type: "nats" sources are not built yet in this version of weir"#,
-        r#"sinks.api.type: "http" sinks are not built yet in this version of weir"#,
+        r#"sinks.api.encoding: expected one of "ndjson", "json_array", "payload""#,
         "sinks.lake.max_open_files: unknown key",
     ] {
         assert!(err.contains(needle), "{needle:?} missing from:\n{err}");
@@ -267,5 +268,8 @@ fn the_object_store_sink_shows_its_upload_memory() {
         out.contains("sinks.lake.uploads         4      32 MiB  parts uploading: upload_concurrency 4 × part_size 8 MiB"),
         "{out}"
     );
-    assert!(out.contains("sinks.lake.encoder         1      24 MiB"), "{out}");
+    assert!(
+        out.contains("sinks.lake.encoder         1      24 MiB"),
+        "{out}"
+    );
 }

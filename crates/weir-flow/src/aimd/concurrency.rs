@@ -55,6 +55,8 @@ pub struct AimdConcurrency {
     max_in_flight: u64,
     started: u64,
     refused: u64,
+    /// The last time the limit was in full use (a start refused, or the limit reached).
+    last_full: Option<Timestamp>,
 }
 
 impl AimdConcurrency {
@@ -66,6 +68,7 @@ impl AimdConcurrency {
             max_in_flight: 0,
             started: 0,
             refused: 0,
+            last_full: None,
         })
     }
 
@@ -74,6 +77,7 @@ impl AimdConcurrency {
         self.ctl.roll(now);
         if self.in_flight >= self.limit() {
             self.refused += 1;
+            self.last_full = Some(now);
             self.ctl.mark_saturated(now);
             return None;
         }
@@ -81,6 +85,7 @@ impl AimdConcurrency {
         self.started += 1;
         self.max_in_flight = self.max_in_flight.max(self.in_flight);
         if self.in_flight == self.limit() {
+            self.last_full = Some(now);
             self.ctl.mark_saturated(now);
         }
         Some(Token { started: now })
@@ -94,17 +99,51 @@ impl AimdConcurrency {
     /// The operation finished with a latency measured by the caller (e.g. excluding
     /// time spent queued before the downstream call).
     pub fn finish_with_latency(&mut self, now: Timestamp, token: Token, latency: Option<Duration>) {
+        // In full use while this operation was in flight.
+        let saturated = self.last_full.is_some_and(|at| at >= token.started);
         self.release();
         let latency = latency.unwrap_or_else(|| now.saturating_duration_since(token.started));
+        let before = self.ctl.decreases();
         self.ctl.observe(now, latency);
+        let on_target = self
+            .ctl
+            .config()
+            .target_latency
+            .is_none_or(|target| latency <= target);
+        // Like TCP's recovery: an operation that started before the last decrease
+        // ran under the old limit and says nothing about the new one.
+        let after_cut = self
+            .ctl
+            .last_decrease()
+            .is_none_or(|cut| token.started > cut);
+        if self.ctl.config().increase_per_round_trip
+            && saturated
+            && on_target
+            && after_cut
+            && self.ctl.decreases() == before
+        {
+            self.ctl.increase_per_ack();
+        }
     }
 
     /// The operation was dropped for overload (rejected downstream, timed out): cut
-    /// the limit now, at most once per window.
+    /// the limit now, at most once per window. With
+    /// [`increase_per_round_trip`](AimdConfig::increase_per_round_trip), at most once
+    /// per round trip instead: an operation that started after the last decrease cuts
+    /// again (the smaller limit still overloads), one that started before it does not.
     pub fn dropped(&mut self, now: Timestamp, token: Token) {
-        let _ = token;
         self.release();
-        self.ctl.overload(now);
+        if self.ctl.config().increase_per_round_trip {
+            let after_cut = self
+                .ctl
+                .last_decrease()
+                .is_none_or(|cut| token.started > cut);
+            if after_cut {
+                self.ctl.decrease_now(now);
+            }
+        } else {
+            self.ctl.overload(now);
+        }
     }
 
     /// The operation ended without telling anything about the downstream (cancelled,
@@ -167,6 +206,55 @@ mod tests {
         assert!(limiter.try_start(now).is_none());
         limiter.ignore(tokens.pop().unwrap());
         assert!(limiter.try_start(now).is_some());
+    }
+
+    #[test]
+    fn per_round_trip_increase_grows_like_a_congestion_window() {
+        let mut config = AimdConfig::concurrency(None, 5);
+        config.max = 40.0;
+        config.increase_per_round_trip = true;
+        let mut limiter = AimdConcurrency::new(config).unwrap();
+        let t = Timestamp::from_millis;
+        // Round trips of 10 ms with the limit always in full use: 5 → 40 takes about
+        // 35 round trips (each adds one), well under a second.
+        let mut now = 0;
+        let mut round_trips = 0;
+        while limiter.limit() < 40 {
+            let tokens: Vec<Token> = std::iter::from_fn(|| limiter.try_start(t(now))).collect();
+            now += 10;
+            for token in tokens {
+                limiter.finish(t(now), token);
+            }
+            round_trips += 1;
+            assert!(
+                round_trips < 60,
+                "limit {} after {round_trips} round trips",
+                limiter.limit()
+            );
+        }
+        assert!(now < 1_000, "reached 40 after {now} ms");
+        // Not in full use: no growth.
+        let a = limiter.try_start(t(now)).unwrap();
+        limiter.finish(t(now + 10), a);
+        assert_eq!(limiter.limit(), 40);
+        // No latency target: slow operations do not cut, overload does.
+        let a = limiter.try_start(t(now + 20)).unwrap();
+        limiter.finish(t(now + 20_000), a);
+        let _ = limiter
+            .try_start(t(now + 22_000))
+            .map(|tok| limiter.ignore(tok));
+        assert_eq!(limiter.limit(), 40);
+        let a = limiter.try_start(t(now + 23_000)).unwrap();
+        let before_cut = limiter.try_start(t(now + 23_000)).unwrap();
+        limiter.dropped(t(now + 23_001), a);
+        assert_eq!(limiter.limit(), 32);
+        // Once per round trip: an operation that started before the cut neither cuts
+        // again nor grows the limit; one started after it cuts at once.
+        limiter.dropped(t(now + 23_002), before_cut);
+        assert_eq!(limiter.limit(), 32);
+        let after_cut = limiter.try_start(t(now + 23_010)).unwrap();
+        limiter.dropped(t(now + 23_020), after_cut);
+        assert_eq!(limiter.limit(), 25);
     }
 
     #[test]

@@ -13,10 +13,12 @@ use crate::Timestamp;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct AimdConfig {
-    /// The latency to steer by (compared with the window's `quantile`). Required: a
-    /// good start is half the downstream's latency SLO; one below the downstream's
-    /// normal latency drives the limit to `min`.
-    pub target_latency: Duration,
+    /// The latency to steer by (compared with the window's `quantile`): a good start
+    /// is half the downstream's latency SLO; one below the downstream's normal latency
+    /// drives the limit to `min`. `None`: latency never decreases the value, only
+    /// [`overload`](AimdController::overload) signals do (an HTTP client steered by
+    /// 429s and timeouts alone).
+    pub target_latency: Option<Duration>,
     /// The starting value.
     pub initial: f64,
     /// The smallest value. Rate default `20`/s (seed 001); concurrency default `1`.
@@ -25,7 +27,15 @@ pub struct AimdConfig {
     pub max: f64,
     /// Added once per window that stayed on target while the limit was in full use.
     /// Rate default `20` (per second, per window; seed 001); concurrency default `1`.
+    /// With [`increase_per_round_trip`](Self::increase_per_round_trip), added once per
+    /// round trip instead.
     pub increase: f64,
+    /// Concurrency form only: grow like TCP's congestion window instead of once per
+    /// window. Every operation that finishes while the limit is in full use adds
+    /// `increase / limit`, so a full round trip of the limit's operations adds
+    /// `increase`; a limit of 5 at 10 ms per operation reaches 40 in well under a
+    /// second. Latency is still judged per window. Default `false`.
+    pub increase_per_round_trip: bool,
     /// Multiplies the value on a decrease. Default `0.8` (seed 001).
     pub decrease_factor: f64,
     /// The statistics window: latency samples are judged once per window, and at most
@@ -41,13 +51,14 @@ pub struct AimdConfig {
 impl AimdConfig {
     /// A rate-limiter configuration: `initial_per_s` permits per second to start with,
     /// steering by `target_latency`, with the documented rate defaults.
-    pub fn rate(target_latency: Duration, initial_per_s: f64) -> Self {
+    pub fn rate(target_latency: impl Into<Option<Duration>>, initial_per_s: f64) -> Self {
         AimdConfig {
-            target_latency,
+            target_latency: target_latency.into(),
             initial: initial_per_s,
             min: 20.0,
             max: 50_000.0,
             increase: 20.0,
+            increase_per_round_trip: false,
             decrease_factor: 0.8,
             window: Duration::from_secs(1),
             quantile: 0.99,
@@ -56,9 +67,9 @@ impl AimdConfig {
     }
 
     /// A concurrency-limiter configuration: `initial_limit` operations in flight to
-    /// start with, steering by `target_latency`, with the documented concurrency
-    /// defaults.
-    pub fn concurrency(target_latency: Duration, initial_limit: u32) -> Self {
+    /// start with, steering by `target_latency` (`None`: by overload signals only),
+    /// with the documented concurrency defaults.
+    pub fn concurrency(target_latency: impl Into<Option<Duration>>, initial_limit: u32) -> Self {
         AimdConfig {
             initial: f64::from(initial_limit),
             min: 1.0,
@@ -70,7 +81,7 @@ impl AimdConfig {
 
     /// Checks that the parameters are consistent.
     pub fn validate(&self) -> Result<(), AimdConfigError> {
-        if self.target_latency.is_zero() {
+        if self.target_latency.is_some_and(|t| t.is_zero()) {
             return Err(AimdConfigError::ZeroTargetLatency);
         }
         if self.window.is_zero() {
@@ -173,7 +184,11 @@ impl AimdController {
     pub fn observe(&mut self, now: Timestamp, latency: Duration) {
         self.roll(now);
         self.samples += 1;
-        if latency <= self.config.target_latency {
+        if self
+            .config
+            .target_latency
+            .is_none_or(|target| latency <= target)
+        {
             self.on_target += 1;
         }
     }
@@ -189,7 +204,11 @@ impl AimdController {
     /// the target, otherwise increase. Samples collected with
     /// [`observe`](Self::observe) are discarded and a new window starts.
     pub fn observe_window(&mut self, now: Timestamp, quantile_latency: Duration) {
-        if quantile_latency > self.config.target_latency {
+        if self
+            .config
+            .target_latency
+            .is_some_and(|target| quantile_latency > target)
+        {
             self.decrease(now);
         } else {
             self.increase();
@@ -207,6 +226,13 @@ impl AimdController {
             self.decrease(now);
             self.start_window(now);
         }
+    }
+
+    /// An overload signal that decreases now, whatever the last decrease (the caller
+    /// decided it is news: the concurrency form's once-per-round-trip rule).
+    pub fn decrease_now(&mut self, now: Timestamp) {
+        self.decrease(now);
+        self.start_window(now);
     }
 
     /// Closes the current window if it has ended.
@@ -227,7 +253,7 @@ impl AimdController {
             let needed = (self.config.quantile * self.samples as f64).ceil() as u64;
             if self.on_target < needed {
                 self.decrease(now);
-            } else if self.saturated {
+            } else if self.saturated && !self.config.increase_per_round_trip {
                 self.increase();
             }
         }
@@ -250,6 +276,23 @@ impl AimdController {
     fn increase(&mut self) {
         self.value = (self.value + self.config.increase).min(self.config.max);
         self.increases += 1;
+    }
+
+    /// One round trip's share of an increase: adds `increase / value` (TCP's
+    /// congestion avoidance), so a round trip of `value` operations adds `increase`.
+    /// Used by the concurrency form with
+    /// [`increase_per_round_trip`](AimdConfig::increase_per_round_trip).
+    pub fn increase_per_ack(&mut self) {
+        let before = self.value;
+        self.value = (self.value + self.config.increase / self.value.max(1.0)).min(self.config.max);
+        if before.floor() < self.value.floor() {
+            self.increases += 1;
+        }
+    }
+
+    /// When the last decrease happened, if one did.
+    pub fn last_decrease(&self) -> Option<Timestamp> {
+        self.last_decrease
     }
 
     /// The controlled value now.
@@ -343,7 +386,7 @@ mod tests {
         c.decrease_factor = 1.5;
         assert_eq!(c.validate(), Err(AimdConfigError::DecreaseFactor(1.5)));
         c.decrease_factor = 0.8;
-        c.target_latency = Duration::ZERO;
+        c.target_latency = Some(Duration::ZERO);
         assert_eq!(c.validate(), Err(AimdConfigError::ZeroTargetLatency));
         assert!(
             AimdConfig::concurrency(Duration::from_millis(5), 10)

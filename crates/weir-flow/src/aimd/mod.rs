@@ -15,11 +15,12 @@
 //!
 //! | parameter | rate form | concurrency form |
 //! |---|---|---|
-//! | `target_latency` | required | required |
+//! | `target_latency` | optional (`None`: overload signals only) | optional |
 //! | `initial` | required | required |
 //! | `min` | 20 /s | 1 |
 //! | `max` | 50,000 /s | 1,000 |
 //! | `increase` (per window) | +20 /s | +1 |
+//! | `increase_per_round_trip` | — | `false` (`true`: `increase / limit` per operation finished while the limit was in full use) |
 //! | `decrease_factor` | × 0.8 | × 0.8 |
 //! | `window` | 1 s | 1 s |
 //! | `quantile` | p99 | p99 |

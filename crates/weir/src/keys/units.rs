@@ -216,6 +216,18 @@ impl FromValue for u64 {
     }
 }
 
+impl FromValue for f64 {
+    const EXPECTED: &'static str = "a number, e.g. 0.1";
+    fn from_value(value: &Value) -> Result<Self, String> {
+        match value {
+            Value::Float(f) if f.is_finite() => Ok(*f),
+            #[allow(clippy::cast_precision_loss)]
+            Value::Integer(i) => Ok(*i as f64),
+            _ => Err(mismatch(Self::EXPECTED, value)),
+        }
+    }
+}
+
 impl FromValue for NonZeroU64 {
     const EXPECTED: &'static str = "a positive whole number";
     fn from_value(value: &Value) -> Result<Self, String> {

@@ -15,8 +15,8 @@ pub mod sink;
 pub mod stats;
 
 pub use self::ingest::{AdmitError, Ingest, Reserved};
-pub use self::sink::{Position, Sink, SinkBatch, SinkDetails, SinkError, Unencodable, Written};
-pub use self::stats::{SinkStats, SourceStats};
+pub use self::sink::{Position, Sink, SinkBatch, SinkError, Unencodable, Written};
+pub use self::stats::{Detail, SinkStats, SourceStats};
 
 use tokio::sync::watch;
 

@@ -111,10 +111,6 @@ pub struct Unencodable {
     pub reason: EncodeError,
 }
 
-/// A sink type's own `/status` fields (`sinks.NAME.details`), read on the status
-/// server's thread while the sink runs.
-pub type SinkDetails = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
-
 /// A running sink, as its driver uses it. Each sink type implements it in its
 /// `sinks/<type>/shell.rs`; the registry (`sinks/mod.rs`) dispatches to them.
 pub trait Sink: Send + 'static {
@@ -180,12 +176,6 @@ pub trait Sink: Send + 'static {
     /// one arrives. Nothing may be lost by dropping it.
     fn settled(&mut self) -> impl Future<Output = Result<Option<u64>, SinkError>> + Send {
         std::future::pending()
-    }
-
-    /// The sink type's own `/status` fields, if it has any (asked once, before the
-    /// driver starts).
-    fn details(&self) -> Option<SinkDetails> {
-        None
     }
 
     /// Tells the sink where its cursor resumes (before the first write, and after a

@@ -135,6 +135,9 @@ pub struct SinkStats {
     pub buffered_bytes: AtomicU64,
     /// The WAL → sink channel (depth and age of what it holds).
     pub channel: ChannelStats,
+    /// Type-specific details for `/status` (e.g. an HTTP sink's concurrency limit),
+    /// under the sink type's name; set by the sink when it opens.
+    pub detail: std::sync::Arc<std::sync::OnceLock<Detail>>,
 }
 
 impl SinkStats {
@@ -150,6 +153,7 @@ impl SinkStats {
             gap_records: AtomicU64::new(0),
             buffered_bytes: AtomicU64::new(0),
             channel: ChannelStats::default(),
+            detail: std::sync::Arc::default(),
         }
     }
 }

@@ -145,7 +145,11 @@ pub struct Opened {
     wal_component: Component,
     report: OpenReport,
     quarantine: Quarantine,
-    sinks: Vec<(String, Sink)>,
+    sinks: Vec<(
+        String,
+        Sink,
+        Arc<std::sync::OnceLock<crate::pipeline::Detail>>,
+    )>,
 }
 
 /// Step 2: the WAL (recovering it), the quarantine and each sink (its directory).
@@ -184,19 +188,25 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
     let quarantine = Quarantine::new(&config.quarantine.dir, config.quarantine.max_disk.bytes())
         .context("quarantine.dir")?
         .with_telemetry(&telemetry);
-    let cx = SinkContext {
-        config_hash: format!("sha256:{}", hash.hex()),
-        on_full: config.wal.on_full,
-        wal: wal.clone(),
-        data_dir: config.runtime.data_dir.clone(),
-    };
+    let config_hash = format!("sha256:{}", hash.hex());
     let mut sinks = Vec::new();
     for (name, sink_config) in &config.sinks {
-        let (n, kind, cx) = (name.clone(), sink_config.kind.clone(), cx.clone());
+        let detail = Arc::new(std::sync::OnceLock::new());
+        let cx = SinkContext {
+            config_hash: config_hash.clone(),
+            on_full: config.wal.on_full,
+            retry: sink_config.retry,
+            telemetry: telemetry.clone(),
+            quarantine: quarantine.clone(),
+            detail: Arc::clone(&detail),
+            wal: wal.clone(),
+            data_dir: config.runtime.data_dir.clone(),
+        };
+        let (n, kind) = (name.clone(), sink_config.kind.clone());
         let sink = tokio::task::spawn_blocking(move || kind.open(&n, &cx))
             .await?
             .with_context(|| format!("sinks.{name}"))?;
-        sinks.push((name.clone(), sink));
+        sinks.push((name.clone(), sink, detail));
     }
     Ok(Opened {
         telemetry,
@@ -239,18 +249,17 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
     let (phase_tx, phase_rx) = watch::channel(Phase::Run);
     let mut drivers = JoinSet::new();
     let mut sink_entries = Vec::new();
-    for (name, sink) in sinks {
+    for (name, sink, detail) in sinks {
         let sink_config = &config.sinks[&name];
-        let stats = Arc::new(SinkStats::new(
-            telemetry.component(ComponentKind::Sink, &name),
-        ));
+        let mut stats = SinkStats::new(telemetry.component(ComponentKind::Sink, &name));
+        stats.detail = detail;
+        let stats = Arc::new(stats);
         sink_entries.push(SinkEntry {
             name: name.clone(),
             kind: sink.type_name(),
             stats: Arc::clone(&stats),
             channel_batches: u64::from(sink_config.channel_batches.get()),
             channel_bytes: sink_config.channel_bytes(),
-            details: crate::pipeline::Sink::details(&sink),
         });
         let driver_config = DriverConfig {
             name,

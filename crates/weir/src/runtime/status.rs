@@ -49,8 +49,6 @@ pub struct SinkEntry {
     pub channel_batches: u64,
     /// Its channel's bound in bytes.
     pub channel_bytes: u64,
-    /// Its type's own fields.
-    pub details: Option<crate::pipeline::SinkDetails>,
 }
 
 impl Registry {
@@ -88,9 +86,7 @@ impl Registry {
             .map(|e| {
                 let s = &e.stats;
                 let cursor = wal.cursors.iter().find(|c| c.name == e.name);
-                (
-                    e.name.clone(),
-                    json!({
+                let mut section = json!({
                         "type": e.kind,
                         "records": get(&s.records),
                         "batches": get(&s.batches),
@@ -100,9 +96,11 @@ impl Registry {
                         "gap_records": get(&s.gap_records),
                         "buffered_bytes": get(&s.buffered_bytes),
                         "cursor": cursor,
-                        "details": e.details.as_ref().map(|d| d()),
-                    }),
-                )
+                });
+                if let (Some(detail), Some(map)) = (s.detail.get(), section.as_object_mut()) {
+                    map.insert(e.kind.to_owned(), (detail.0)());
+                }
+                (e.name.clone(), section)
             })
             .collect();
         Value::Object(map)

@@ -4,9 +4,13 @@
 //! lists the types that have both.
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use crate::keys::{Bounds, Section};
-use crate::pipeline::{Sink, SinkError};
+use crate::pipeline::{Detail, Sink, SinkError};
+use crate::quarantine::Quarantine;
+use crate::sinks::Retry;
+use crate::telemetry::Telemetry;
 
 /// A sink type's configuration: the keys it reads under `[sinks.NAME]`.
 pub trait SinkKeys: Sized {
@@ -43,6 +47,15 @@ pub struct SinkContext {
     /// `runtime.data_dir`: a sink that keeps state of its own (the object-store sink's
     /// journal) keeps it under `<data_dir>/sinks/<name>/`.
     pub data_dir: std::path::PathBuf,
+    /// The sink's own `retry = { initial, max }`.
+    pub retry: Retry,
+    /// Where a sink registers its own metrics.
+    pub telemetry: Telemetry,
+    /// Where a sink puts records its destination refused (dead letters).
+    pub quarantine: Quarantine,
+    /// Where a sink puts its type-specific `/status` details (its
+    /// [`SinkStats::detail`](crate::pipeline::SinkStats::detail)).
+    pub detail: Arc<OnceLock<Detail>>,
 }
 
 /// A sink type that `weir run` drives.

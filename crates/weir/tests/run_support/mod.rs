@@ -3,6 +3,7 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod http_target;
 pub mod mosquitto;
 pub mod s3;
 

@@ -172,7 +172,7 @@ fn an_unknown_type_is_one_error_with_a_suggestion() {
     assert_eq!(
         errors,
         [
-            r#"sinks.lake.type: expected one of "file", "parquet", "blackhole", "object_store", found "parket" (did you mean "parquet"?)"#
+            r#"sinks.lake.type: expected one of "file", "parquet", "blackhole", "object_store", "http", found "parket" (did you mean "parquet"?)"#
         ]
     );
     let missing = errors_of_source("rate = 5");
@@ -301,19 +301,69 @@ fn sink_keys_are_checked() {
     assert_eq!(sink.start_from, StartFrom::Latest);
 }
 
-/// `weir run` cannot drive HTTP sinks yet, so `weir validate` refuses them too; their
-/// keys are still checked, so the rest of the file is.
-#[test]
-fn sinks_not_built_yet_are_refused_and_their_keys_still_checked() {
-    let http = with(
+fn http_sink(url: &str, extra: &str) -> String {
+    with(
         &[
             ("type = \"parquet\"", "type = \"http\""),
-            ("path = \"./weir-out/lake\"", "url = \"ftp://x\""),
+            ("path = \"./weir-out/lake\"", &format!("url = \"{url}\"")),
         ],
-        "",
+        extra,
+    )
+}
+
+#[test]
+fn http_sink_keys_are_read_and_checked() {
+    let config = Config::from_toml(&http_sink(
+        "http://127.0.0.1:8080/ingest",
+        "method = \"PUT\"\nencoding = \"json_array\"\ncompression = \"zstd\"\n\
+         batch_records = 50\nbatch_bytes = \"256 KiB\"\nbatch_linger = \"50ms\"\n\
+         target_latency = \"200ms\"\nmin_concurrency = 2\nmax_concurrency = 40\n\
+         retry_budget = 0.2\nmax_retry_after = \"30s\"\n\
+         headers = { \"X-Tenant\" = \"a\" }\nheaders_env = { Authorization = \"WEIR_AUTH\" }\n",
+    ))
+    .expect("valid");
+    let crate::sinks::SinkKind::Http(http) = &config.sinks["lake"].kind else {
+        panic!("an http sink: {:?}", config.sinks["lake"].kind);
+    };
+    assert_eq!(http.method, crate::sinks::http::Method::Put);
+    assert_eq!(http.encoding, crate::sinks::http::Encoding::JsonArray);
+    assert_eq!(http.batch_records.get(), 50);
+    assert_eq!(http.batch_bytes.bytes(), 256 << 10);
+    assert_eq!(http.max_concurrency.get(), 40);
+    assert_eq!(http.headers.len(), 2);
+    assert_eq!(
+        http.headers[1].value,
+        crate::sinks::http::HeaderValue::Env("WEIR_AUTH".to_owned())
     );
-    assert_eq!(paths(&http), ["sinks.lake.type", "sinks.lake.url"]);
-    assert!(errors(&http)[0].contains("\"http\" sinks are not built yet"));
+    // Defaults.
+    let config = Config::from_toml(&http_sink("https://example.invalid/x", "")).expect("valid");
+    let crate::sinks::SinkKind::Http(http) = &config.sinks["lake"].kind else {
+        panic!("an http sink");
+    };
+    assert_eq!(http.batch_records.get(), 500);
+    assert_eq!(http.timeout.get(), std::time::Duration::from_secs(10));
+    assert_eq!(http.target_latency, None);
+    assert_eq!(http.retry_budget, 0.1);
+    assert_eq!(
+        http.max_retry_after.get(),
+        std::time::Duration::from_secs(60)
+    );
+
+    assert_eq!(paths(&http_sink("ftp://x", "")), ["sinks.lake.url"]);
+    assert_eq!(
+        paths(&http_sink(
+            "http://h/",
+            "method = \"GET\"\nencoding = \"xml\"\nretry_budget = 2\n\
+             min_concurrency = 8\nmax_concurrency = 4\nheaders_env = { A = \"not a name\" }\n"
+        )),
+        [
+            "sinks.lake.headers_env",
+            "sinks.lake.min_concurrency",
+            "sinks.lake.retry_budget",
+            "sinks.lake.method",
+            "sinks.lake.encoding",
+        ]
+    );
 }
 
 /// The object-store sink's keys: every mistake is reported at its key.

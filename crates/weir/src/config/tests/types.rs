@@ -70,10 +70,7 @@ fn blackhole_rate_and_http_sink_keys() {
         ],
         "",
     );
-    assert_eq!(
-        paths(&http),
-        ["sinks.lake.type", "sinks.lake.url", "sinks.lake.timeout"]
-    );
+    assert_eq!(paths(&http), ["sinks.lake.url", "sinks.lake.timeout"]);
     let with_path = with(&[("type = \"parquet\"", "type = \"blackhole\"")], "");
     let errors = errors(&with_path);
     assert_eq!(errors.len(), 1);

@@ -18,6 +18,7 @@ fn config(dir: &Path) -> FileSinkConfig {
         rotate: crate::sinks::rotate::Rotate {
             bytes: crate::keys::ByteSize::new(1 << 20).unwrap(),
             age: None,
+            max_wal_share: crate::sinks::rotate::DEFAULT_MAX_WAL_SHARE,
         },
     }
 }
@@ -36,6 +37,7 @@ fn batch(from: u64, n: u64) -> Arc<SinkBatch> {
         records,
         next_offset: from + n,
         bytes: 0,
+        ..SinkBatch::default()
     })
 }
 

@@ -1,40 +1,238 @@
-//! `type = "http"` (a sink): its keys. The sink itself is not built yet (`weir validate`
-//! and `weir run` refuse the type); its keys are read so that a configuration written
-//! for it is checked all the same.
+//! `type = "http"` (a sink): its keys, checks and bounds.
 
 use std::num::NonZeroU32;
 
 use serde::Serialize;
 
-use crate::keys::{Duration, Section};
+use crate::keys::units::string_enum;
+use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, times};
+use crate::sinks::SinkKeys;
 
-/// `type = "http"`: POST NDJSON batches; 429/503 with `Retry-After` slow it down.
+/// The request method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `POST` (the default).
+    Post,
+    /// `PUT`.
+    Put,
+}
+string_enum!(Method { "POST" => Post, "PUT" => Put });
+
+/// What a request body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// One envelope (`{"source","key","ts","payload","attributes"}`) per line (the
+    /// default; `Content-Type: application/x-ndjson`).
+    Ndjson,
+    /// One JSON array of envelopes (`application/json`).
+    JsonArray,
+    /// Each record's payload only, as received, one per line
+    /// (`application/x-ndjson`): for endpoints that take their own documents.
+    Payload,
+}
+string_enum!(Encoding { "ndjson" => Ndjson, "json_array" => JsonArray, "payload" => Payload });
+
+/// How a request body is compressed (`Content-Encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyCompression {
+    /// Not compressed (the default).
+    None,
+    /// `Content-Encoding: gzip`.
+    Gzip,
+    /// `Content-Encoding: zstd`.
+    Zstd,
+}
+string_enum!(BodyCompression { "none" => None, "gzip" => Gzip, "zstd" => Zstd });
+
+/// One request header: its value as written, or read from an environment variable
+/// when the sink opens (for secrets: the value never goes in the file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Header {
+    /// The header's name.
+    pub name: String,
+    /// Where its value comes from.
+    pub value: HeaderValue,
+}
+
+/// Where a header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderValue {
+    /// Written in the file (`headers = { "X-Tenant" = "a" }`).
+    Literal(String),
+    /// The value of this environment variable when the sink opens
+    /// (`headers_env = { Authorization = "WEIR_HTTP_AUTH" }`).
+    Env(String),
+}
+
+/// `type = "http"`: batches of records sent to an HTTP endpoint, with adaptive
+/// concurrency, `Retry-After`, a retry budget and dead letters (see the
+/// [module docs](super)).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HttpSinkConfig {
     /// Endpoint, `http://` or `https://`. Required.
     pub url: String,
-    /// Records per request. Default 500.
+    /// `POST` or `PUT`. Default `POST`.
+    pub method: Method,
+    /// Request headers, in the order written (`headers` first, then `headers_env`).
+    pub headers: Vec<Header>,
+    /// What a body holds. Default `ndjson`.
+    pub encoding: Encoding,
+    /// How a body is compressed. Default `none`.
+    pub compression: BodyCompression,
+    /// Records per request, at most. Default 500.
     pub batch_records: NonZeroU32,
-    /// Request timeout. Default 10 s.
+    /// Encoded bytes per request (before compression), at most; a single larger
+    /// record goes alone. Default 1 MiB.
+    pub batch_bytes: ByteSize,
+    /// How long a request that is not full waits for more records. Default 200 ms.
+    pub batch_linger: Duration,
+    /// Request timeout (connecting, sending and reading the answer). Default 10 s.
     pub timeout: Duration,
+    /// Round-trip time above which the limit is cut (judged on the p99 of each second);
+    /// absent: only overload answers (429, 503), timeouts and connection errors cut.
+    pub target_latency: Option<Duration>,
+    /// The smallest concurrency limit, and where it starts. Default 1.
+    pub min_concurrency: NonZeroU32,
+    /// The largest concurrency limit (requests in flight). Default 32.
+    pub max_concurrency: NonZeroU32,
+    /// Retries as a share of requests over the last 10 s, at most (a floor of 3
+    /// retries per second always holds). Default 0.1.
+    pub retry_budget: f64,
+    /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
+    pub max_retry_after: Duration,
 }
 
 impl HttpSinkConfig {
+    /// The default `max_concurrency`.
+    pub const DEFAULT_MAX_CONCURRENCY: u32 = 32;
+
     /// Reads the keys of a `type = "http"` sink.
     pub fn parse(s: &mut Section<'_>) -> Option<Self> {
         let url = s.req::<String>("url", "e.g. \"http://127.0.0.1:8080/ingest\"");
-        if let Some(url) = &url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
+        if let Some(url) = &url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                s.error(
+                    "url",
+                    format!("expected a URL starting with http:// or https://, found {url:?}"),
+                );
+            } else if let Err(e) = url.parse::<hyper::Uri>() {
+                s.error("url", format!("{url:?} is not a valid URL: {e}"));
+            }
+        }
+        let mut headers = Vec::new();
+        read_headers(s, "headers", &mut headers, HeaderValue::Literal);
+        read_headers(s, "headers_env", &mut headers, HeaderValue::Env);
+        let one = NonZeroU32::MIN;
+        let min_concurrency = s.or("min_concurrency", one);
+        let max_concurrency = s.or(
+            "max_concurrency",
+            NonZeroU32::new(Self::DEFAULT_MAX_CONCURRENCY).unwrap_or(one),
+        );
+        if min_concurrency > max_concurrency {
             s.error(
-                "url",
-                format!("expected a URL starting with http:// or https://, found {url:?}"),
+                "min_concurrency",
+                format!(
+                    "min_concurrency ({min_concurrency}) is above max_concurrency \
+                     ({max_concurrency}); lower it or raise max_concurrency"
+                ),
+            );
+        }
+        let retry_budget = s.or("retry_budget", 0.1_f64);
+        if !(retry_budget > 0.0 && retry_budget <= 1.0) {
+            s.error(
+                "retry_budget",
+                format!(
+                    "expected a share of requests above 0 and at most 1 (0.1 = 10%), found \
+                     {retry_budget}"
+                ),
             );
         }
         Some(Self {
-            batch_records: s.or("batch_records", NonZeroU32::new(500).expect("500 > 0")),
+            method: s.or("method", Method::Post),
+            headers,
+            encoding: s.or("encoding", Encoding::Ndjson),
+            compression: s.or("compression", BodyCompression::None),
+            batch_records: s.or("batch_records", NonZeroU32::new(500).unwrap_or(one)),
+            batch_bytes: s.or("batch_bytes", ByteSize::mib(1)),
+            batch_linger: s.or("batch_linger", Duration::millis(200)),
             timeout: s.or("timeout", Duration::secs(10)),
+            target_latency: s.opt("target_latency"),
+            min_concurrency,
+            max_concurrency,
+            retry_budget,
+            max_retry_after: s.or("max_retry_after", Duration::secs(60)),
             url: url?,
         })
+    }
+}
+
+/// Reads a table of header names to strings (`headers` or `headers_env`).
+fn read_headers(
+    s: &mut Section<'_>,
+    key: &'static str,
+    out: &mut Vec<Header>,
+    value: impl Fn(String) -> HeaderValue,
+) {
+    let Some(raw) = s.raw(key) else { return };
+    let Some(table) = raw.as_table() else {
+        s.error(
+            key,
+            "expected a table of header names to strings, e.g. { \"X-Tenant\" = \"a\" }",
+        );
+        return;
+    };
+    for (name, v) in table {
+        let path = format!("{key}.{name}");
+        if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            s.diagnostics().error(
+                &s.key_path(&path),
+                format!("{name:?} is not a valid HTTP header name"),
+            );
+            continue;
+        }
+        let Some(text) = v.as_str() else {
+            s.diagnostics()
+                .error(&s.key_path(&path), "expected a string".to_owned());
+            continue;
+        };
+        if key == "headers_env" {
+            check_env_name(s, key, text);
+        } else if hyper::header::HeaderValue::from_str(text).is_err() {
+            s.diagnostics().error(
+                &s.key_path(&path),
+                "not a valid header value (visible ASCII only)".to_owned(),
+            );
+            continue;
+        }
+        out.push(Header {
+            name: name.clone(),
+            value: value(text.to_owned()),
+        });
+    }
+}
+
+impl SinkKeys for HttpSinkConfig {
+    const TYPE: &'static str = "http";
+
+    fn parse(s: &mut Section<'_>) -> Option<Self> {
+        HttpSinkConfig::parse(s)
+    }
+
+    fn bounds(&self, bounds: &mut Bounds<'_>) {
+        // Every batch admitted to the ordered stage (in flight, waiting to retry, or
+        // done and held behind an earlier one) is held once encoded and once as the
+        // (compressed) body; plus the one being filled.
+        let held = u64::from(self.max_concurrency.get()) * 2 + 1;
+        bounds.add(
+            "requests",
+            Some(held),
+            times(held, self.batch_bytes.bytes()) * 2,
+            format!(
+                "2 × max_concurrency ({}) batches in flight or held for order, and one \
+                 being filled, each batch_bytes {} encoded plus its body",
+                self.max_concurrency, self.batch_bytes
+            ),
+        );
     }
 }

@@ -276,7 +276,7 @@ impl ObjectStoreSink {
         };
         let stats = Arc::new(ObjectStoreStats::default());
         let stage = new_stage(config, &store, &stats, name);
-        Ok(ObjectStoreSink {
+        let sink = ObjectStoreSink {
             name: name.to_owned(),
             config: config.clone(),
             encoding,
@@ -293,7 +293,12 @@ impl ObjectStoreSink {
             marks: VecDeque::new(),
             durable: None,
             stats,
-        })
+        };
+        // Already set only if the sink was opened twice with one context.
+        let _ = cx
+            .detail
+            .set(crate::pipeline::Detail(Arc::new(sink.status_fn())));
+        Ok(sink)
     }
 
     /// The sink's counters.
@@ -1003,10 +1008,6 @@ impl Sink for ObjectStoreSink {
             }
         }
         Ok(self.durable)
-    }
-
-    fn details(&self) -> Option<crate::pipeline::SinkDetails> {
-        Some(Arc::new(self.status_fn()))
     }
 
     fn resume_at(&mut self, next_offset: u64) {

