@@ -402,14 +402,21 @@ impl ObjectStoreSink {
                 r.upload = None;
             }
         }
-        let mut recorded = std::mem::take(&mut self.recorded);
+        self.compact_journal(committed).await?;
+        self.needs_recovery = false;
+        Ok(())
+    }
+
+    /// Drops the journal's entries below `committed` (on disk, then here). On failure
+    /// both stay as they were: the boundaries are never forgotten.
+    async fn compact_journal(&mut self, committed: u64) -> Result<(), SinkError> {
+        let mut recorded = self.recorded.clone();
         self.recorded = self
             .blocking_journal(move |j| {
                 j.compact(&mut recorded, committed)?;
                 Ok(recorded)
             })
             .await?;
-        self.needs_recovery = false;
         Ok(())
     }
 
@@ -974,13 +981,7 @@ impl Sink for ObjectStoreSink {
                     .iter()
                     .find(|c| c.name == self.name)
                     .map_or(0, |c| c.committed);
-                let mut recorded = std::mem::take(&mut self.recorded);
-                self.recorded = self
-                    .blocking_journal(move |j| {
-                        j.compact(&mut recorded, committed)?;
-                        Ok(recorded)
-                    })
-                    .await?;
+                self.compact_journal(committed).await?;
             }
         }
         Ok(self.durable)
