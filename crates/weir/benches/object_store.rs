@@ -307,7 +307,7 @@ allow_http = true
 region = "us-east-1"
 part_size = "{PART_MIB} MiB"
 upload_concurrency = {CONCURRENCY}
-rotate = {{ bytes = "64 MiB" }}
+rotate = {{ bytes = "64 MiB", age = "5s" }}
 "#,
         data = dir.path().join("data").display(),
         addr = server.addr,

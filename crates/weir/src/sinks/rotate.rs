@@ -22,8 +22,9 @@ pub struct Rotate {
     /// Age of an output file; files are readable only once closed.
     pub age: Option<Duration>,
     /// Budget-aware rotation, for sinks whose cursor waits until a file is closed
-    /// (Parquet, object store): the open file is closed early once the WAL bytes from
-    /// its first record to the WAL's end reach this share of `wal.max_disk`, so that a
+    /// (Parquet, object store): the open file is closed early once the WAL bytes it
+    /// covers (from its first record to the last one handed to it) reach this share of
+    /// `wal.max_disk`, so that a
     /// healthy but buffering sink never fills the WAL (under `on_full = "block"` it
     /// would stall every source). Default 50%.
     pub max_wal_share: Share,
@@ -98,8 +99,18 @@ pub fn parse_rotate(s: &mut Section<'_>, default_age: Option<Duration>, pins_wal
     rotate
 }
 
-/// Whether an open file whose first record is at `first_offset` pins enough of the WAL
-/// to be closed now (see [`Rotate::max_wal_share`]).
-pub fn pins_too_much(rotate: &Rotate, wal: &weir_wal::Wal, first_offset: u64) -> bool {
-    wal.bytes_since(first_offset) >= rotate.max_wal_share.of(wal.max_disk())
+/// Whether an open file covering the WAL from `first_offset` up to `next_offset` (the
+/// offset after the last record handed to it) pins enough of the WAL to be closed now
+/// (see [`Rotate::max_wal_share`]). Only the range the file covers counts: what the
+/// sink has not read yet is its lag, which closing the file would not release.
+pub fn pins_too_much(
+    rotate: &Rotate,
+    wal: &weir_wal::Wal,
+    first_offset: u64,
+    next_offset: u64,
+) -> bool {
+    let covered = wal
+        .bytes_since(first_offset)
+        .saturating_sub(wal.bytes_since(next_offset));
+    covered >= rotate.max_wal_share.of(wal.max_disk())
 }

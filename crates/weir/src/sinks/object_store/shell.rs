@@ -730,8 +730,11 @@ impl ObjectStoreSink {
         let aged = rotate
             .age
             .is_some_and(|age| open.opened.elapsed() >= age.get());
-        let due =
-            size >= rotate.bytes.bytes() || aged || pins_too_much(&rotate, &self.wal, open.first);
+        let due = size >= rotate.bytes.bytes()
+            || aged
+            || open
+                .last
+                .is_some_and(|last| pins_too_much(&rotate, &self.wal, open.first, last + 1));
         // An object that has covered nothing yet cannot end.
         if due && let Some(last) = open.last {
             self.close(last).await?;

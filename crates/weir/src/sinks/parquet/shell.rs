@@ -46,8 +46,11 @@ impl State {
     /// Closes the open file early when it pins too much of the WAL's budget
     /// ([`Rotate::max_wal_share`]).
     fn close_if_pinning(&mut self) -> Result<(), ParquetSinkError> {
-        if let (Some((rotate, wal)), Some(first)) = (&self.pinning, self.writer.open_first_offset())
-            && pins_too_much(rotate, wal, first)
+        if let (Some((rotate, wal)), Some(first), Some(next)) = (
+            &self.pinning,
+            self.writer.open_first_offset(),
+            self.last_next,
+        ) && pins_too_much(rotate, wal, first, next)
         {
             self.writer.finish()?;
         }
