@@ -99,31 +99,22 @@ impl Journal {
                 entry.last = line.last;
             }
         }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
             .map_err(|e| io("open", &path, e))?;
+        let mut journal = Journal { path, file, lines };
         if complete < text.len() {
             tracing::warn!(
                 "object store journal {}: ignoring a torn last line of {} bytes (a crash while it was written)",
-                path.display(),
+                journal.path.display(),
                 text.len() - complete
             );
-            // Rewrite without it, so that the next line starts on its own.
-            drop(file);
-            let mut journal = Journal {
-                path: path.clone(),
-                file: File::open(&path).map_err(|e| io("open", &path, e))?,
-                lines,
-            };
+            // Rewritten without it, so that the next line starts on its own.
             journal.rewrite(&recorded)?;
-            file = OpenOptions::new()
-                .append(true)
-                .open(&path)
-                .map_err(|e| io("open", &path, e))?;
         }
-        Ok((Journal { path, file, lines }, recorded))
+        Ok((journal, recorded))
     }
 
     /// Records that a multipart upload `upload` started for the object at `first`.

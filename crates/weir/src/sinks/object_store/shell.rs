@@ -433,7 +433,8 @@ impl ObjectStoreSink {
         Fut: std::future::Future<Output = Result<T, StoreError>> + Send,
         T: Send,
     {
-        let attempts = self.config.max_attempts.get();
+        let policy = retry_policy(&self.config, &self.name);
+        let attempts = policy.max_attempts.get();
         let stats = Arc::clone(&self.stats);
         let name = self.name.clone();
         async move {
@@ -444,9 +445,7 @@ impl ObjectStoreSink {
                     Err(e) if e.permanent || attempt >= attempts => return Err(e),
                     Err(e) => {
                         stats.inline_retries.fetch_add(1, Ordering::Relaxed);
-                        let ceiling = RETRY_INITIAL
-                            .saturating_mul(1 << (attempt - 1).min(16))
-                            .min(RETRY_MAX);
+                        let ceiling = policy.backoff(attempt);
                         let mut raw = [0u8; 8];
                         let _ = getrandom::fill(&mut raw);
                         #[allow(clippy::cast_precision_loss, reason = "a fraction for jitter")]
@@ -774,13 +773,16 @@ impl ObjectStoreSink {
                     None => {
                         // Nothing of this sink's inputs: the range is passed.
                         self.next_first = Some(end + 1);
-                        if self.marks.is_empty() {
-                            self.durable = Some(end + 1);
-                        } else {
-                            self.marks.push_back(Mark {
+                        // Behind objects still uploading, one done mark per run of
+                        // skipped batches: the marks stay bounded by the objects in
+                        // flight, however long an upload retries.
+                        match self.marks.back_mut() {
+                            None => self.durable = Some(end + 1),
+                            Some(back) if back.done => back.next = end + 1,
+                            Some(_) => self.marks.push_back(Mark {
                                 next: end + 1,
                                 done: true,
-                            });
+                            }),
                         }
                         return Ok(());
                     }
@@ -858,6 +860,18 @@ const KEY_CONFIG_HASH_META: &str = "weir-config-hash";
 const KEY_ON_FULL_META: &str = "weir-on-full";
 const KEY_WAL_ID_META: &str = "weir-wal-id";
 
+/// The retry policy of every request: the stage's, and the ones made outside it.
+fn retry_policy(config: &ObjectStoreConfig, name: &str) -> RetryPolicy {
+    let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut retry = RetryPolicy::default().with_full_jitter(seed);
+    retry.max_attempts = config.max_attempts;
+    retry.initial_backoff = RETRY_INITIAL;
+    retry.max_backoff = RETRY_MAX;
+    retry
+}
+
 fn new_stage(
     config: &ObjectStoreConfig,
     store: &Store,
@@ -873,14 +887,7 @@ fn new_stage(
     // Each request has the client's `timeout`; a completion waits for its parts in its
     // slot, which no attempt timeout may cut short.
     stage_config.attempt_timeout = None;
-    let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    let mut retry = RetryPolicy::default().with_full_jitter(seed);
-    retry.max_attempts = config.max_attempts;
-    retry.initial_backoff = RETRY_INITIAL;
-    retry.max_backoff = RETRY_MAX;
-    stage_config.retry = retry;
+    stage_config.retry = retry_policy(config, name);
     let store = store.clone();
     let stats = Arc::clone(stats);
     let op: OpFn = Box::new(move |op: Op| {
