@@ -104,6 +104,11 @@ pub enum AppendError {
     /// The WAL is shutting down.
     #[error("the WAL is closed")]
     Closed(Batch),
+    /// Not written, so that nothing is written out of order: an earlier batch of the
+    /// same [`Chain`](crate::Chain) was refused. Resubmit it, in order, after the
+    /// earlier one (see [`Chain::restart`](crate::Chain::restart)).
+    #[error("not written: an earlier batch of the same ordered chain was refused")]
+    Behind(Batch),
 }
 
 impl AppendError {

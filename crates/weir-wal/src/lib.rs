@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod chain;
 mod config;
 mod core;
 mod error;
@@ -65,6 +66,7 @@ mod wal;
 mod writer;
 
 pub use batch::{Batch, RecordTooLarge};
+pub use chain::{Chain, Pending};
 pub use config::{
     ConfigError, CursorConfig, MaxLag, OnFull, RecoveryScan, StartFrom, SyncMode, WalConfig,
     WalConfigBuilder,

@@ -21,6 +21,8 @@ pub(crate) struct Job {
     /// Holds `max_pending_bytes` room until the job is answered.
     pub _permit: Permit,
     pub reply: oneshot::Sender<Result<Range<u64>, AppendError>>,
+    /// The [`Chain`](crate::Chain) it was submitted through, if any.
+    pub chain: Option<crate::chain::Link>,
 }
 
 /// Work for the writer thread. Its length is bounded by the pending-bytes semaphore:

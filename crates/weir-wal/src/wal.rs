@@ -170,13 +170,26 @@ impl Wal {
     /// does not withdraw it: it may still become durable, but it was not acknowledged,
     /// so the caller must treat it as not stored (a retry may duplicate it).
     pub async fn append(&self, batch: Batch) -> Result<Range<u64>, AppendError> {
+        match self.submit(batch, None).await? {
+            Submitted::Done(range) => Ok(range),
+            Submitted::Queued(queued) => queued.durable().await,
+        }
+    }
+
+    /// Waits for pending room and hands the batch to the writer; returns once it is in
+    /// the writer's queue (appends are written in the order they were handed over).
+    pub(crate) async fn submit(
+        &self,
+        batch: Batch,
+        chain: Option<crate::chain::Link>,
+    ) -> Result<Submitted, AppendError> {
         let shared = &self.inner.shared;
         if let Some(err) = shared.poison_error() {
             return Err(err);
         }
         if batch.is_empty() {
             let end = shared.core().written_end();
-            return Ok(end..end);
+            return Ok(Submitted::Done(end..end));
         }
         let len = batch.encoded_len();
         if len > self.inner.max_batch_bytes {
@@ -208,19 +221,14 @@ impl Wal {
                 batch,
                 _permit: permit,
                 reply: tx,
+                chain,
             });
         }
         shared.wake.notify_one();
-        match rx.await {
-            Ok(result) => result,
-            // The writer dropped the job unanswered: it may have written it.
-            Err(_) => Err(AppendError::InDoubt {
-                cause: match shared.poison_error() {
-                    Some(AppendError::Poisoned { cause }) => cause,
-                    _ => "the writer thread stopped".into(),
-                },
-            }),
-        }
+        Ok(Submitted::Queued(Queued {
+            reply: rx,
+            shared: Arc::clone(shared),
+        }))
     }
 
     /// A reader for the named cursor (one at a time per cursor).
@@ -313,6 +321,12 @@ impl Wal {
         self.inner.shared.core().lag_bytes(offset)
     }
 
+    /// The state shared with the writer (tests stall the writer by holding its lock).
+    #[cfg(test)]
+    pub(crate) fn inner_shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
     /// The durable end: every offset below it is on disk.
     pub fn durable_end(&self) -> u64 {
         *self.inner.shared.durable.borrow()
@@ -332,6 +346,48 @@ impl Wal {
         let handle = lock(&self.inner.writer).take();
         if let Some(handle) = handle {
             let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
+    }
+}
+
+/// What [`Wal::submit`] did with a batch.
+pub(crate) enum Submitted {
+    /// Nothing to write (an empty batch): its (empty) range.
+    Done(Range<u64>),
+    /// In the writer's queue.
+    Queued(Queued),
+}
+
+/// A batch in the writer's queue: [`durable`](Queued::durable) waits for its answer.
+/// Dropping it does not withdraw the batch (it may still become durable).
+#[derive(Debug)]
+#[must_use = "a queued batch is acknowledged only once `durable` returns Ok"]
+pub(crate) struct Queued {
+    reply: oneshot::Receiver<Result<Range<u64>, AppendError>>,
+    shared: Arc<Shared>,
+}
+
+impl Queued {
+    /// The batch's offsets once it is durable, or why it was not written.
+    ///
+    /// # Errors
+    ///
+    /// [`AppendError`], as [`Wal::append`]; through a [`Chain`](crate::Chain) also
+    /// [`AppendError::Behind`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not withdraw the batch: treat it as not stored.
+    pub(crate) async fn durable(self) -> Result<Range<u64>, AppendError> {
+        match self.reply.await {
+            Ok(result) => result,
+            // The writer dropped the job unanswered: it may have written it.
+            Err(_) => Err(AppendError::InDoubt {
+                cause: match self.shared.poison_error() {
+                    Some(AppendError::Poisoned { cause }) => cause,
+                    _ => "the writer thread stopped".into(),
+                },
+            }),
         }
     }
 }

@@ -126,6 +126,14 @@ impl Writer {
                 let _ = job.reply.send(Err(err));
                 continue;
             }
+            if job
+                .chain
+                .as_ref()
+                .is_some_and(crate::chain::Link::is_behind)
+            {
+                let _ = job.reply.send(Err(AppendError::Behind(job.batch)));
+                continue;
+            }
             let len = job.batch.encoded_len();
             loop {
                 let plan = self.shared.core().plan_append(len);
@@ -148,6 +156,9 @@ impl Writer {
                         }
                     }
                     Plan::Reject { needed } => {
+                        if let Some(link) = &job.chain {
+                            link.refused();
+                        }
                         let (used, max_disk) = {
                             let core = self.shared.core();
                             (core.disk_bytes, core.max_disk)

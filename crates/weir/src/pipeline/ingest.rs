@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 use weir_flow::semaphore::{
     AcquireError, DualAmount, DualPermit, DualSemaphore, Permit, Semaphore, SemaphoreConfig,
 };
-use weir_wal::{AppendError, Batch, Wal};
+use weir_wal::{AppendError, Batch, Chain, Wal};
 
 use super::stats::{SourceStats, add};
 
@@ -272,6 +272,11 @@ impl Ingest {
         }
     }
 
+    /// An ordered appender on the WAL for this source (see [`Admission::submit`]).
+    pub fn chain(&self) -> Chain {
+        self.inner.wal.chain()
+    }
+
     /// Waits until every admitted batch of this source has been answered (shutdown).
     ///
     /// # Cancel safety
@@ -309,6 +314,81 @@ impl Admission {
             }
             Err(_) => {
                 add(&stats.refused_records, records);
+                add(&stats.refused_batches, 1);
+            }
+        }
+        result
+    }
+}
+
+impl Admission {
+    /// Hands the batch to the WAL through `chain` and returns once it is queued there,
+    /// before it is durable: the caller may admit and submit the next batch while this
+    /// one is written and fsynced, and the log keeps them in submission order (see
+    /// [`weir_wal::Chain`]). [`Appending::durable`] waits for the answer.
+    ///
+    /// # Errors
+    ///
+    /// What the WAL refuses before queuing the batch (the batch handed back where it can).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`weir_wal::Chain::submit`].
+    pub async fn submit(self, chain: &Chain, batch: Batch) -> Result<Appending, AppendError> {
+        let records = batch.len();
+        let bytes = batch.encoded_len();
+        match chain.submit(batch).await {
+            Ok(pending) => Ok(Appending {
+                admission: self,
+                pending,
+                records,
+                bytes,
+            }),
+            Err(e) => {
+                let stats = &self.ingest.inner.stats;
+                add(&stats.refused_records, records);
+                add(&stats.refused_batches, 1);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A batch queued in the WAL through a chain, holding its admission until answered.
+#[derive(Debug)]
+#[must_use = "a batch is acknowledged only once `durable` returns Ok"]
+pub struct Appending {
+    admission: Admission,
+    pending: weir_wal::Pending,
+    records: u64,
+    bytes: u64,
+}
+
+impl Appending {
+    /// Resolves once the WAL reports the batch durable; counts the outcome in the
+    /// source's stats, as [`Admission::append`].
+    ///
+    /// # Errors
+    ///
+    /// The WAL's [`AppendError`] (with [`AppendError::Behind`] when an earlier batch of
+    /// the chain was refused).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Admission::append`].
+    pub async fn durable(self) -> Result<Range<u64>, AppendError> {
+        let stats = &self.admission.ingest.inner.stats;
+        let waiting = Waiting::start(stats);
+        let result = self.pending.durable().await;
+        drop(waiting);
+        match &result {
+            Ok(_) => {
+                add(&stats.records, self.records);
+                add(&stats.bytes, self.bytes);
+                add(&stats.batches, 1);
+            }
+            Err(_) => {
+                add(&stats.refused_records, self.records);
                 add(&stats.refused_batches, 1);
             }
         }

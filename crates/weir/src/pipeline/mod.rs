@@ -2,6 +2,8 @@
 //!
 //! - [`ingest`]: a source's way into the WAL: admission (tickets, the shared
 //!   source → WAL channel), appends that resolve once durable;
+//! - [`appends`]: ordered appends with several units in flight, reported durable in
+//!   order (for sources that acknowledge in arrival order);
 //! - [`driver`]: a sink's way out of the WAL: its cursor, reads, retries with backoff,
 //!   rewinds, quarantining what it cannot encode, commits;
 //! - [`sink`]: the [`Sink`] trait every sink implements for its driver;
@@ -9,6 +11,7 @@
 //!
 //! Nothing here knows a source or sink type.
 
+pub mod appends;
 pub mod driver;
 pub mod ingest;
 pub mod sink;

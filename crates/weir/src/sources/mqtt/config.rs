@@ -335,6 +335,21 @@ impl SourceKeys for MqttConfig {
             self.qos0_queue_bytes.bytes(),
             "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
         );
+        let in_flight = super::shell::IN_FLIGHT;
+        let one_unit = super::shell::UNIT_BYTES.max(self.max_message_bytes.bytes());
+        bounds.add(
+            "appends_in_flight",
+            Some(in_flight.units as u64),
+            in_flight.bytes.saturating_add(one_unit),
+            format!(
+                "units encoded for the WAL and not yet durable (appended in arrival order while earlier ones are fsynced): \
+                 at most {} units, new ones only below {} (a unit is up to {} records or about {})",
+                in_flight.units,
+                crate::keys::units::format_bytes(in_flight.bytes),
+                super::shell::UNIT_RECORDS,
+                crate::keys::units::format_bytes(super::shell::UNIT_BYTES),
+            ),
+        );
     }
 
     fn max_batch_bytes(&self) -> (u64, &'static str) {

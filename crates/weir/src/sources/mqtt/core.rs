@@ -262,6 +262,11 @@ pub struct MqttStatus {
     pub ack_latency_ms_mean: f64,
     /// Largest time from PUBLISH received to ack sent, ms.
     pub ack_latency_ms_max: u64,
+    /// Units taken for the WAL and not yet durable (several may be on their way at
+    /// once, appended in arrival order).
+    pub units_in_flight: u64,
+    /// The most units ever on their way at once.
+    pub max_units_in_flight: u64,
     /// The last connection error.
     pub last_error: Option<String>,
 }
@@ -436,6 +441,7 @@ impl Ledger {
     /// A unit the WAL did not take before shutdown: its QoS 0 messages are lost and
     /// counted as dropped at shutdown (its QoS 1/2 messages were never acked).
     pub fn lost_at_shutdown(&mut self, unit: &Done) {
+        self.status.units_in_flight = self.status.units_in_flight.saturating_sub(1);
         self.status.qos0_dropped_at_shutdown += unit.qos0_messages;
         self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(unit.qos0_bytes);
         self.status.qos0_queue_messages = self
@@ -555,6 +561,11 @@ impl Ledger {
             unit.work.push(p.work);
         }
         unit.end_seq = end_seq;
+        self.status.units_in_flight += 1;
+        self.status.max_units_in_flight = self
+            .status
+            .max_units_in_flight
+            .max(self.status.units_in_flight);
         Some(unit)
     }
 
@@ -563,6 +574,7 @@ impl Ledger {
     pub fn complete(&mut self, unit: &Done) {
         debug_assert!(unit.end_seq >= self.durable_end, "units complete in order");
         self.durable_end = self.durable_end.max(unit.end_seq);
+        self.status.units_in_flight = self.status.units_in_flight.saturating_sub(1);
         self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(unit.qos0_bytes);
         self.status.qos0_queue_messages = self
             .status

@@ -1,18 +1,17 @@
 //! The `mqtt` source's tokio task (see the [module docs](super)).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use futures::stream::FuturesOrdered;
 use tokio::sync::{Notify, watch};
 use weir_flow::FlowStats;
-use weir_wal::{AppendError, Batch};
+use weir_wal::Batch;
 
 use super::client;
 use super::client::{Acker, Connection, Event};
 use super::config::{MqttConfig, Qos};
 use super::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use crate::pipeline::appends::{self, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
 use crate::quarantine::{Quarantine, QuarantineError, Rejected};
@@ -40,20 +39,22 @@ impl StartSource for MqttConfig {
 }
 
 /// Records per unit appended to the WAL.
-const UNIT_RECORDS: usize = 1024;
+pub const UNIT_RECORDS: usize = 1024;
 /// Payload bytes per unit (about).
-const UNIT_BYTES: u64 = 1024 * 1024;
-/// Units on their way to durability at once: one, so that records reach the WAL in
-/// the order they arrived (per-topic order for the sinks). Throughput still scales: a
-/// unit takes everything that arrived while the previous one was made durable (group
-/// commit), up to [`UNIT_RECORDS`].
-const UNITS_IN_FLIGHT: usize = 1;
+pub const UNIT_BYTES: u64 = 1024 * 1024;
+/// Units on their way to durability at once, and their encoded bytes (see
+/// [`OrderedAppends`]): unit k+1 is appended while unit k is being fsynced, always in
+/// arrival order, so that records reach the WAL in the order they arrived (per-topic
+/// order for the sinks) and acks go out in it. A unit takes everything that arrived
+/// while the previous ones were on their way, up to [`UNIT_RECORDS`].
+pub const IN_FLIGHT: InFlight = InFlight {
+    units: 4,
+    bytes: 4 * UNIT_BYTES,
+};
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Wait after the guard dropped the connection, before reconnecting.
 const GUARD_BACKOFF: Duration = Duration::from_secs(1);
-/// Wait before retrying a unit the WAL refused (`on_full = "reject"`).
-const REFUSED_RETRY: Duration = Duration::from_millis(200);
 /// How long, at shutdown, units still waiting for admission may wait.
 const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 
@@ -388,7 +389,9 @@ fn offer_stale(shared: &Shared, messages: Vec<super::core::Message>) {
     shared.work.notify_one();
 }
 
-/// Takes units from the ledger, makes them durable, sends the acks that fall due.
+/// Takes units from the ledger, hands them to the WAL in arrival order with up to
+/// [`UNITS_IN_FLIGHT`] on their way at once, and sends the acks that fall due as they
+/// become durable, in order.
 async fn append_loop(
     name: Arc<str>,
     ingest: Ingest,
@@ -398,48 +401,50 @@ async fn append_loop(
     mut stop: watch::Receiver<bool>,
     done: watch::Sender<bool>,
 ) {
-    let mut in_flight = FuturesOrdered::new();
+    let max_batch_bytes = ingest.max_batch_bytes();
+    let mut appends = OrderedAppends::new(ingest.clone(), IN_FLIGHT);
     let mut stopping = false;
-    loop {
-        while in_flight.len() < UNITS_IN_FLIGHT {
+    'run: loop {
+        while appends.has_room() {
             let Some(unit) = shared.ledger().take(UNIT_RECORDS, UNIT_BYTES) else {
                 break;
             };
             let unit_done = unit.done();
-            let task = tokio::spawn(make_durable(
-                Arc::clone(&name),
-                unit,
-                ingest.clone(),
-                ingest.max_batch_bytes(),
-                quarantine.clone(),
-                stopping,
-            ));
-            in_flight.push_back(async move { (unit_done, task.await) });
+            let deadline = stopping.then(|| Instant::now() + SHUTDOWN_ADMISSION);
+            let submitted = match encode(&name, unit, max_batch_bytes, &quarantine).await {
+                Ok(batches) => appends
+                    .submit(unit_done, batches, deadline)
+                    .await
+                    .map_err(|(message, _)| message),
+                Err(message) => Err(message),
+            };
+            if let Err(message) = submitted {
+                fail(&name, &ingest, &shared, stopping, &[unit_done], &message);
+                break 'run;
+            }
         }
-        if stopping && in_flight.is_empty() {
+        if stopping && appends.is_empty() {
             break;
         }
         tokio::select! {
             biased;
-            Some((unit, outcome)) = in_flight.next(), if !in_flight.is_empty() => match outcome {
-                Ok(Ok(done)) => shared.ledger().complete(&done),
-                Ok(Err(message)) if stopping => {
-                    // Shutting down and the WAL did not take it in time: QoS 1/2 is not
-                    // acked, so the broker redelivers it to the next run; QoS 0 is lost,
-                    // and counted.
-                    shared.ledger().lost_at_shutdown(&unit);
-                    tracing::info!(source = %name, "mqtt: at shutdown, {message}; the broker keeps what was not acked, {} QoS 0 messages are dropped", unit.qos0_messages);
+            Some(event) = appends.next(), if !appends.is_empty() => match event {
+                appends::Event::Durable(unit) => shared.ledger().complete(&unit),
+                appends::Event::Refused if stopping => {
+                    let lost = appends.give_up();
+                    fail(&name, &ingest, &shared, true, &lost, "the WAL refused it for room");
                     break;
                 }
-                Ok(Err(message)) => {
-                    // The WAL is closed or poisoned: nothing more becomes durable, and
-                    // nothing unacked is acked; the broker keeps it.
-                    tracing::error!(source = %name, "mqtt: {message}");
-                    ingest.stats().component.set_state(State::Failed(message));
-                    break;
+                appends::Event::Refused => {
+                    // on_full = "reject": the acks are withheld and the units tried again
+                    // (first, in order); the broker's window holds the rest meanwhile.
+                    if let Err((message, lost)) = appends.resubmit(None).await {
+                        fail(&name, &ingest, &shared, stopping, &lost, &message);
+                        break;
+                    }
                 }
-                Err(e) => {
-                    tracing::error!(source = %name, "mqtt: append task failed: {e}");
+                appends::Event::Failed(unit, message) => {
+                    fail(&name, &ingest, &shared, stopping, &[unit], &message);
                     break;
                 }
             },
@@ -456,30 +461,53 @@ async fn append_loop(
     let _ = done.send(true);
 }
 
-/// Makes one unit durable: a quarantine write, or WAL appends retried while the WAL
-/// refuses them for room. The WAL admits at most `max_batch_bytes`
-/// ([`Ingest::max_batch_bytes`]) at once, and a unit may hold more (up to [`UNIT_RECORDS`]
-/// records or about [`UNIT_BYTES`] of payload): it is then appended in batches below
-/// that, one after the other, and its acks wait for the last. Returns what completing
-/// it releases.
-async fn make_durable(
-    name: Arc<str>,
-    unit: Unit,
-    ingest: Ingest,
-    max_batch_bytes: u64,
-    quarantine: Quarantine,
+/// Units that will not become durable: at shutdown (the WAL did not take them in time)
+/// QoS 1/2 is not acked, so the broker redelivers it to the next run, and QoS 0 is lost
+/// and counted; otherwise the WAL is closed or poisoned: nothing more becomes durable,
+/// nothing unacked is acked, and the broker keeps it.
+fn fail(
+    name: &str,
+    ingest: &Ingest,
+    shared: &Shared,
     stopping: bool,
-) -> Result<Done, String> {
-    let done = unit.done();
-    let work = unit.work;
+    units: &[Done],
+    message: &str,
+) {
+    if stopping {
+        let qos0: u64 = units.iter().map(|u| u.qos0_messages).sum();
+        let mut ledger = shared.ledger();
+        for unit in units {
+            ledger.lost_at_shutdown(unit);
+        }
+        tracing::info!(source = %name, "mqtt: at shutdown, {message}; the broker keeps what was not acked, {qos0} QoS 0 messages are dropped");
+    } else {
+        tracing::error!(source = %name, "mqtt: {message}");
+        ingest
+            .stats()
+            .component
+            .set_state(State::Failed(message.to_owned()));
+    }
+}
+
+/// Turns a unit into WAL batches, or writes it to the quarantine (fsynced) when it is
+/// one message the WAL cannot take. The WAL admits at most `max_batch_bytes`
+/// ([`Ingest::max_batch_bytes`]) at once, and a unit may hold more (up to
+/// [`UNIT_RECORDS`] records or about [`UNIT_BYTES`] of payload): it is then split in
+/// batches below that, appended one after the other, and its acks wait for the last.
+async fn encode(
+    name: &Arc<str>,
+    unit: Unit,
+    max_batch_bytes: u64,
+    quarantine: &Quarantine,
+) -> Result<Vec<Batch>, String> {
     let mut batches = Vec::new();
     let mut batch = Batch::new();
     let mut wire = Vec::new();
-    for item in work {
+    for item in unit.work {
         match item {
             Work::Append(record) => {
                 wire.clear();
-                record.encode_into(&name, &mut wire);
+                record.encode_into(name, &mut wire);
                 let framed = weir_wal::format::FRAME_HEADER_LEN + wire.len() as u64;
                 if framed > max_batch_bytes {
                     // Payload within max_message_bytes, but with its topic and
@@ -489,7 +517,7 @@ async fn make_durable(
                          above the WAL's batch limit ({max_batch_bytes}: wal.max_pending_bytes, and at most half of wal.max_disk); lower max_message_bytes or raise those",
                         record.topic
                     );
-                    quarantine_message(&name, &quarantine, record.topic, record.payload, reason)
+                    quarantine_message(name, quarantine, record.topic, record.payload, reason)
                         .await?;
                     continue;
                 }
@@ -504,16 +532,13 @@ async fn make_durable(
                 topic,
                 payload,
                 reason,
-            } => quarantine_message(&name, &quarantine, topic, payload, reason).await?,
+            } => quarantine_message(name, quarantine, topic, payload, reason).await?,
         }
     }
     if !batch.is_empty() {
         batches.push(batch);
     }
-    for batch in batches {
-        append(&ingest, batch, stopping).await?;
-    }
-    Ok(done)
+    Ok(batches)
 }
 
 /// Writes a message the WAL cannot take to the quarantine (fsynced), so that it can be
@@ -540,27 +565,6 @@ async fn quarantine_message(
         }
     }
     Ok(())
-}
-
-/// Appends one batch to the WAL, retried while the WAL refuses it for room.
-async fn append(ingest: &Ingest, mut batch: Batch, stopping: bool) -> Result<(), String> {
-    loop {
-        let deadline = stopping.then(|| std::time::Instant::now() + SHUTDOWN_ADMISSION);
-        let admission = match ingest.admit(batch.encoded_len(), deadline).await {
-            Ok(a) => a,
-            Err(e) => return Err(format!("the WAL did not admit a batch: {e}")),
-        };
-        match admission.append(batch).await {
-            Ok(_) => return Ok(()),
-            Err(AppendError::Full { batch: b, .. } | AppendError::Busy(b)) => {
-                // on_full = "reject": withhold the acks and try again; the broker's
-                // window holds the rest meanwhile.
-                batch = b;
-                tokio::time::sleep(REFUSED_RETRY).await;
-            }
-            Err(e) => return Err(format!("the WAL refused a batch: {e}")),
-        }
-    }
 }
 
 fn now_ms() -> u64 {
