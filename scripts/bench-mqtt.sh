@@ -3,7 +3,8 @@
 # release `weir` (mqtt source → WAL, sync = "always" → blackhole), next to
 # `mosquitto_sub -q 1 -c` writing to a file, on the same broker in the same run.
 #
-#   ./scripts/bench-mqtt.sh [N]        # N messages per case, default 100000
+#   ./scripts/bench-mqtt.sh [N] [RUNS]   # N messages per case (default 100000), RUNS runs
+#                                        # of each case (default 5), alternating consumers
 #
 # Cases: the broker's window (max_inflight_messages) at 20 (Mosquitto's default) and at
 # 1000, each with 100 B and 1 KiB payloads; max_queued_messages 0 (no limit: the default
@@ -22,9 +23,18 @@
 # weir's measured mean ack latency (PUBLISH received → PUBACK sent, from /status) and
 # Little's law: window ÷ throughput = the mean time a message spends in flight, which
 # at window 20 is what bounds the rate (throughput = window ÷ latency).
+#
+# The ceiling: with acks withheld until durable, at most `window` messages are in
+# flight per (fsync + broker round trip), so no consumer that acks only durable
+# messages can pass window ÷ (fsync p50 + round trip). fsync p50 is the WAL's own
+# (/status wal.fsync_p50_us, this run); the round trip is measured on the same broker
+# right after weir's run: 1000 QoS 1 PUBLISH → PUBACK exchanges one at a time, mean.
+# weir ÷ ceiling says how close weir is to what durability allows. Each case runs RUNS
+# times; a summary line per case gives the median of the runs' ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-100000}"
+runs="${2:-5}"
 command -v jq >/dev/null || apt-get install -y -qq jq >/dev/null
 if ! command -v mosquitto_pub >/dev/null || ! command -v mosquitto_sub >/dev/null; then
   apt-get install -y -qq mosquitto-clients >/dev/null
@@ -186,61 +196,111 @@ start_weir() {
   weir_pid=$!
 }
 
-printf '%-7s %-6s %12s %9s %12s %9s %7s %8s %9s %10s %11s %11s %s\n' \
-  window size "weir msg/s" "weir MB/s" "sub msg/s" "sub MB/s" ratio "weir CPU" "peak RSS" \
-  "ack lat ms" "Little ms" "sub CPU s" "zero loss (sub, weir received, sink)"
+# rtt: the mean QoS 1 PUBLISH → PUBACK round trip on the broker, in ms (1000 one at a
+# time, on a topic outside weir's subscription).
+rtt() {
+  python3 - "$broker_port" <<'PY'
+import socket, struct, sys, time
+
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def packet(header, body):
+    return bytes([header, len(body)]) + body
+
+
+def mqtt_str(text):
+    return struct.pack(">H", len(text)) + text
+
+
+s.sendall(packet(0x10, mqtt_str(b"MQTT") + b"\x04\x02" + struct.pack(">H", 60) + mqtt_str(b"bench-rtt")))
+assert s.recv(4)[:2] == b"\x20\x02"
+n, started = 1000, time.perf_counter()
+for i in range(n):
+    s.sendall(packet(0x32, mqtt_str(b"rtt/probe") + struct.pack(">H", i + 1) + b"x" * 10))
+    got = b""
+    while len(got) < 4:
+        got += s.recv(4 - len(got))
+print("%.4f" % ((time.perf_counter() - started) * 1000 / n))
+s.sendall(b"\xe0\x00")
+PY
+}
+
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+printf '%-7s %-6s %-4s %12s %9s %12s %7s %8s %9s %10s %11s %9s %8s %10s %8s %s\n' \
+  window size run "weir msg/s" "weir MB/s" "sub msg/s" ratio "weir CPU" "peak RSS" \
+  "ack lat ms" "Little ms" "fsync ms" "rtt ms" "ceiling/s" "÷ceil" "zero loss (sub, weir received, sink)"
 for window in 20 1000; do
   for size in 100 1024; do
-    rm -rf "$work/data"
-    start_broker "$window"
-    weir_config "$window"
+    : >"$work/ratios"
+    : >"$work/ceilings"
+    for run in $(seq 1 "$runs"); do
+      rm -rf "$work/data"
+      start_broker "$window"
+      weir_config "$window"
 
-    # Both sessions exist (persistent, subscribed) before anything is published.
-    start_weir
-    wait_until 20 connected
-    sleep 0.3 # the SUBACK follows the CONNACK
-    stop_weir
-    mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' -E
+      # Both sessions exist (persistent, subscribed) before anything is published.
+      start_weir
+      wait_until 20 connected
+      sleep 0.3 # the SUBACK follows the CONNACK
+      stop_weir
+      mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' -E
 
-    publish "$n" "$size"
+      publish "$n" "$size"
 
-    # mosquitto_sub drains its queue to a file.
-    t0=$(now)
-    TIMEFORMAT='%U %S'
-    { time mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' \
-      -C "$n" >"$work/sub.out"; } 2>"$work/sub.time"
-    t1=$(now)
-    sub_secs=$(echo "$t1 - $t0" | bc -l)
-    sub_lines=$(wc -l <"$work/sub.out")
-    sub_cpu=$(awk '{printf "%.2f", $1 + $2}' "$work/sub.time")
+      # Alternate which consumer drains first, so that drift hits both alike.
+      for consumer in $( ((run % 2)) && echo "sub weir" || echo "weir sub"); do
+        if [ "$consumer" = sub ]; then
+          # mosquitto_sub drains its queue to a file.
+          t0=$(now)
+          TIMEFORMAT='%U %S'
+          { time mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' \
+            -C "$n" >"$work/sub.out"; } 2>"$work/sub.time"
+          t1=$(now)
+          sub_secs=$(echo "$t1 - $t0" | bc -l)
+          sub_lines=$(wc -l <"$work/sub.out")
+        else
+          # weir drains its queue into the WAL (each unit fsynced before its acks).
+          t0=$(now)
+          start_weir
+          wait_until 600 acked_at_least "$n"
+          t1=$(now)
+          weir_secs=$(echo "$t1 - $t0" | bc -l)
+          ticks=$(awk '{print $14 + $15}' "/proc/$weir_pid/stat")
+          hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$weir_pid/status")
+          received=$(mqtt_field received)
+          latency=$(mqtt_field ack_latency_ms_mean)
+          fsync_us=$(curl -fsS "http://127.0.0.1:$status_port/status" | jq -r .wal.fsync_p50_us)
+          wait_until 60 bash -c "[ \"\$(curl -fsS http://127.0.0.1:$status_port/status | jq .sinks.null.records)\" -ge $n ]" || true
+          records=$(sink_records)
+          stop_weir
+        fi
+      done
+      rtt_ms=$(rtt)
+      kill "$broker_pid" && wait "$broker_pid" 2>/dev/null || true
+      broker_pid=
 
-    # weir drains its queue into the WAL (each batch fsynced before its acks).
-    t0=$(now)
-    start_weir
-    wait_until 600 acked_at_least "$n"
-    t1=$(now)
-    weir_secs=$(echo "$t1 - $t0" | bc -l)
-    ticks=$(awk '{print $14 + $15}' "/proc/$weir_pid/stat")
-    hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$weir_pid/status")
-    received=$(mqtt_field received)
-    latency=$(mqtt_field ack_latency_ms_mean)
-    wait_until 60 bash -c "[ \"\$(curl -fsS http://127.0.0.1:$status_port/status | jq .sinks.null.records)\" -ge $n ]" || true
-    records=$(sink_records)
-    stop_weir
-    kill "$broker_pid" && wait "$broker_pid" 2>/dev/null || true
-    broker_pid=
-
-    weir_rate=$(echo "$n / $weir_secs" | bc -l)
-    sub_rate=$(echo "$n / $sub_secs" | bc -l)
-    loss="ok"
-    if [ "$sub_lines" -ne "$n" ] || [ "$received" -ne "$n" ] || [ "$records" -ne "$n" ]; then
-      loss="MISMATCH"
-    fi
-    printf '%-7s %-6s %12.0f %9.1f %12.0f %9.1f %7.2f %7.2fs %6d MiB %10.2f %11.2f %11s %s\n' \
-      "$window" "$size" "$weir_rate" "$(echo "$weir_rate * $size / 1000000" | bc -l)" \
-      "$sub_rate" "$(echo "$sub_rate * $size / 1000000" | bc -l)" \
-      "$(echo "$weir_rate / $sub_rate" | bc -l)" "$(echo "$ticks / $hz" | bc -l)" \
-      "$((hwm / 1024))" "$latency" "$(echo "1000 * $window / $weir_rate" | bc -l)" "$sub_cpu" \
-      "$loss ($sub_lines, $received, $records of $n)"
+      weir_rate=$(echo "$n / $weir_secs" | bc -l)
+      sub_rate=$(echo "$n / $sub_secs" | bc -l)
+      ratio=$(echo "$weir_rate / $sub_rate" | bc -l)
+      ceiling=$(echo "$window / (($fsync_us / 1000 + $rtt_ms) / 1000)" | bc -l)
+      of_ceiling=$(echo "$weir_rate / $ceiling" | bc -l)
+      echo "$ratio" >>"$work/ratios"
+      echo "$of_ceiling" >>"$work/ceilings"
+      loss="ok"
+      if [ "$sub_lines" -ne "$n" ] || [ "$received" -ne "$n" ] || [ "$records" -ne "$n" ]; then
+        loss="MISMATCH"
+      fi
+      printf '%-7s %-6s %-4s %12.0f %9.1f %12.0f %7.2f %7.2fs %6d MiB %10.2f %11.2f %9.3f %8.3f %10.0f %8.2f %s\n' \
+        "$window" "$size" "$run" "$weir_rate" "$(echo "$weir_rate * $size / 1000000" | bc -l)" \
+        "$sub_rate" "$ratio" "$(echo "$ticks / $hz" | bc -l)" \
+        "$((hwm / 1024))" "$latency" "$(echo "1000 * $window / $weir_rate" | bc -l)" \
+        "$(echo "$fsync_us / 1000" | bc -l)" "$rtt_ms" "$ceiling" "$of_ceiling" \
+        "$loss ($sub_lines, $received, $records of $n)"
+    done
+    printf '%-7s %-6s %-4s median of %s runs: weir ÷ mosquitto_sub %.2f, weir ÷ ceiling %.2f\n' \
+      "$window" "$size" "all" "$runs" "$(median <"$work/ratios")" "$(median <"$work/ceilings")"
   done
 done

@@ -323,3 +323,53 @@ fn the_file_source_reads_standard_input_to_its_end() {
     assert_eq!(daemon.stop(), Some(0));
     assert_eq!(ndjson_lines(&tmp.path().join("out")).len(), 101);
 }
+
+/// Under `on_full = "reject"` the WAL refuses the file source's batches while a slow
+/// required sink holds the budget. The file keeps what is refused: the source waits and
+/// retries in order, so every line arrives exactly once and in file order, and no
+/// position past a refused batch is ever saved. (Saving the position of a later batch
+/// that got in lost the refused lines for good.)
+#[test]
+fn the_file_source_waits_when_the_wal_refuses_and_loses_nothing() {
+    const LINES: u32 = 12_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let input = tmp.path().join("input.log");
+    {
+        let mut f = std::fs::File::create(&input).unwrap();
+        for i in 0..LINES {
+            writeln!(f, "{{\"line\":{i},\"pad\":\"{}\"}}", "x".repeat(80)).unwrap();
+        }
+    }
+    let config = file_source_config(tmp.path(), status)
+        .replace(r#"on_full = "block""#, r#"on_full = "reject""#)
+        .replace(r#"max_disk = "16 MiB""#, r#"max_disk = "512 KiB""#)
+        .replace(r#"segment_bytes = "1 MiB""#, r#"segment_bytes = "64 KiB""#)
+        .replace(r#"max_line_bytes = "64 B""#, r#"max_line_bytes = "1 KiB""#)
+        .replace("batch_size = 7", "batch_size = 100")
+        + r#"
+[sinks.gate]
+type = "blackhole"
+inputs = ["tail"]
+rate = 4000
+"#;
+    let path = write_config(tmp.path(), &config);
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let s = daemon.wait_for("every line stored", Duration::from_secs(60), |s| {
+        s["sinks"]["gate"]["records"] == LINES && s["sinks"]["out"]["records"] == LINES
+    });
+    assert!(
+        s["sources"]["tail"]["refused_records"].as_u64().unwrap() > 0,
+        "the WAL refused batches on the way (else the test proves nothing): {s:#}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+    let seen: Vec<u64> = ndjson_lines(&tmp.path().join("out"))
+        .iter()
+        .map(|l| l["payload"]["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seen,
+        (0..u64::from(LINES)).collect::<Vec<_>>(),
+        "every line once, in order"
+    );
+}

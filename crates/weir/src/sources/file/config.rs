@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::keys::{Bounds, ByteSize, Section};
+use crate::keys::{Bounds, ByteSize, Section, times};
 use crate::sources::SourceKeys;
 
 /// `type = "file"`: NDJSON lines from a file, or standard input for `-`.
@@ -52,6 +52,17 @@ impl SourceKeys for FileSourceConfig {
             format!(
                 "lines being batched: batch_size {} lines or batch_bytes {}",
                 self.batch_size, self.batch_bytes
+            ),
+        );
+        let units = super::shell::UNITS_IN_FLIGHT as u64;
+        bounds.add(
+            "appends_in_flight",
+            Some(units),
+            times(units, self.batch_bytes.bytes()),
+            format!(
+                "batches on their way to the WAL, in file order (the next appended while the last is fsynced): \
+                 {units} × batch_bytes {}; a refused batch is retried, never dropped",
+                self.batch_bytes
             ),
         );
     }

@@ -5,13 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::FuturesOrdered;
 use tokio::sync::{mpsc, watch};
 use weir_wal::Batch;
 
 use super::config::FileSourceConfig;
 use super::core::{Line, LineSplitter};
+use crate::pipeline::appends::{Event, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::add;
 use crate::record::Record;
@@ -20,6 +19,9 @@ use crate::telemetry::State;
 
 /// How often the end of a followed file is polled for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// Batches on their way to durability at once (each up to `batch_bytes`).
+pub const UNITS_IN_FLIGHT: usize = 4;
 
 /// Lines read and the position after the last one.
 struct Chunk {
@@ -91,55 +93,71 @@ pub async fn run(
     {
         return fail(&ingest, &name, e.to_string());
     }
-    let mut pending = FuturesOrdered::new();
+    // Batches go to the WAL in file order with a few in flight (the next is appended
+    // while the last is fsynced); the position is saved, in order, only past durable
+    // batches. A batch the WAL refuses (`on_full = "reject"`) is tried again, first:
+    // the file keeps it, so the source waits instead of dropping lines.
+    let in_flight = InFlight {
+        units: UNITS_IN_FLIGHT,
+        bytes: config
+            .batch_bytes
+            .bytes()
+            .saturating_mul(UNITS_IN_FLIGHT as u64),
+    };
+    let mut appends = OrderedAppends::new(ingest.clone(), in_flight);
     let mut input_done = false;
     loop {
-        if input_done && pending.is_empty() {
+        if input_done && appends.is_empty() {
             break; // standard input ended and everything read is durable
         }
         tokio::select! {
             biased;
-            Some(done) = pending.next(), if !pending.is_empty() => {
-                if let Ok(Some(end)) = done
-                    && !stdin
-                    && let Err(e) = save_position(&position_file, end).await
-                {
-                    tracing::warn!("source {name}: saving its position failed: {e}");
+            Some(event) = appends.next(), if !appends.is_empty() => match event {
+                Event::Durable(end) => {
+                    if !stdin && let Err(e) = save_position(&position_file, end).await {
+                        tracing::warn!("source {name}: saving its position failed: {e}");
+                    }
                 }
-            }
+                Event::Refused => {
+                    if let Err((message, _)) = appends.resubmit(None).await {
+                        return fail(&ingest, &name, message);
+                    }
+                }
+                Event::Failed(_, message) => return fail(&ingest, &name, message),
+            },
             () = crate::pipeline::stopped(&mut stop) => break,
-            chunk = rx.recv(), if !input_done => {
+            chunk = rx.recv(), if !input_done && appends.has_room() => {
                 let Some(chunk) = chunk else {
                     input_done = true;
                     continue;
                 };
                 let batch = encode(&name, &chunk);
-                let admission = tokio::select! {
+                let submitted = tokio::select! {
                     biased;
+                    // Not queued yet: read again from the saved position next time.
                     () = crate::pipeline::stopped(&mut stop) => break,
-                    a = ingest.admit(batch.encoded_len(), None) => a,
+                    r = appends.submit(chunk.end, vec![batch], None) => r,
                 };
-                match admission {
-                    Ok(admission) => {
-                        let end = chunk.end;
-                        // A task, so the append progresses while this loop waits.
-                        pending.push_back(tokio::spawn(async move {
-                            admission.append(batch).await.ok().map(|_| end)
-                        }));
-                    }
-                    Err(e) => return fail(&ingest, &name, e.to_string()),
+                if let Err((message, _)) = submitted {
+                    return fail(&ingest, &name, message);
                 }
             }
             else => break,
         }
     }
-    // In-flight batches become durable (or are refused); positions saved in order.
-    while let Some(done) = pending.next().await {
-        if let Ok(Some(end)) = done
-            && !stdin
-            && let Err(e) = save_position(&position_file, end).await
-        {
-            tracing::warn!("source {name}: saving its position failed: {e}");
+    // Batches in flight become durable (or are refused); positions saved in order. What
+    // was refused is not retried at shutdown: the next run reads it again.
+    while let Some(event) = appends.next().await {
+        match event {
+            Event::Durable(end) => {
+                if !stdin && let Err(e) = save_position(&position_file, end).await {
+                    tracing::warn!("source {name}: saving its position failed: {e}");
+                }
+            }
+            Event::Refused => {
+                appends.give_up();
+            }
+            Event::Failed(_, message) => return fail(&ingest, &name, message),
         }
     }
     if input_done {
