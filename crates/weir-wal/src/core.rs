@@ -105,7 +105,19 @@ pub(crate) struct Core {
     pub retained_segments_deleted: u64,
     pub evicted_segments: u64,
     pub evicted_records: u64,
+    /// Bytes the filesystem holding the log can still take, its reserve
+    /// ([`FS_RESERVE`]) kept back: a second budget next to `max_disk`, refreshed by the
+    /// writer each round (`u64::MAX` until the first reading).
+    pub fs_room: u64,
+    /// Appends that had to wait, were refused or evicted for because the filesystem,
+    /// not `max_disk`, had no room.
+    pub fs_full_events: u64,
 }
+
+/// Free space kept back on the log's filesystem: appends stop this far from a full
+/// disk, so that cursor commits (whose files are replaced, never grown), segment
+/// headers and the quarantine still find room, and retention can run.
+pub const FS_RESERVE: u64 = 4 << 20;
 
 impl Core {
     /// The first retained offset.
@@ -120,7 +132,8 @@ impl Core {
         };
         let rotate = active.count > 0 && active.bytes + len > self.segment_bytes;
         let needed = len + if rotate { SEGMENT_HEADER_LEN } else { 0 };
-        if self.disk_bytes + needed <= self.max_disk {
+        let room = self.room();
+        if needed <= room {
             return Plan::Write { rotate };
         }
         let releasable = self.releasable_segments();
@@ -137,7 +150,7 @@ impl Core {
                 let mut freed = 0;
                 let mut n = 0;
                 for seg in self.segments.iter().take(sealed) {
-                    if self.disk_bytes - freed + needed <= self.max_disk {
+                    if needed <= room + freed {
                         break;
                     }
                     freed += seg.bytes;
@@ -152,6 +165,19 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Bytes an append may take now: the room in `max_disk`, or on the filesystem if
+    /// that is less.
+    pub fn room(&self) -> u64 {
+        self.max_disk
+            .saturating_sub(self.disk_bytes)
+            .min(self.fs_room)
+    }
+
+    /// Whether the filesystem, rather than `max_disk`, is what leaves no room for `needed`.
+    pub fn fs_is_short(&self, needed: u64) -> bool {
+        self.fs_room < needed && self.fs_room < self.max_disk.saturating_sub(self.disk_bytes)
     }
 
     /// Sealed segments below every cursor that holds retention (all sealed ones if none
@@ -197,6 +223,7 @@ impl Core {
                 break;
             };
             self.disk_bytes -= seg.bytes;
+            self.fs_room = self.fs_room.saturating_add(seg.bytes);
             if evict {
                 self.evicted_segments += 1;
                 self.evicted_records += seg.count;
@@ -227,6 +254,7 @@ impl Core {
         active.count += records;
         active.bytes += bytes;
         self.disk_bytes += bytes;
+        self.fs_room = self.fs_room.saturating_sub(bytes);
         first
     }
 
@@ -346,6 +374,8 @@ mod tests {
 
     fn core(on_full: OnFull) -> Core {
         let mut c = Core {
+            fs_room: u64::MAX,
+            fs_full_events: 0,
             segments: VecDeque::new(),
             holes: Vec::new(),
             durable_end: 0,
@@ -398,6 +428,40 @@ mod tests {
             fill(&mut c, 4);
             assert_eq!(c.disk_bytes, 4 * 240);
             assert_eq!(c.plan_append(200), expected, "{policy:?}");
+        }
+    }
+
+    /// With the budget far from full but the filesystem's room spent, every policy
+    /// answers as at a full budget, and the shortage is the filesystem's; eviction and
+    /// retention give the room back.
+    #[test]
+    fn a_full_filesystem_is_a_budget_too() {
+        for (policy, expected) in [
+            (OnFull::Reject, Plan::Reject { needed: 240 }),
+            (OnFull::Block, Plan::Wait),
+            (OnFull::DropOldest, Plan::Evict { segments: 1 }),
+        ] {
+            let mut c = core(policy);
+            c.max_disk = 1 << 30;
+            fill(&mut c, 3);
+            c.fs_room = 100;
+            assert_eq!(c.plan_append(200), expected, "{policy:?}");
+            assert!(c.fs_is_short(240), "the filesystem, not max_disk, is short");
+            c.max_disk = c.disk_bytes + 100;
+            assert!(
+                !c.fs_is_short(240),
+                "both short: the budget is what applies"
+            );
+            c.max_disk = 1 << 30;
+            c.pop_front(1, true);
+            assert_eq!(
+                c.fs_room,
+                100 + 240,
+                "deleting a segment gives its bytes back"
+            );
+            assert_eq!(c.plan_append(200), Plan::Write { rotate: true });
+            c.record_write(2, 200, 0);
+            assert_eq!(c.fs_room, 140, "writing takes room");
         }
     }
 

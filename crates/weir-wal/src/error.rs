@@ -67,6 +67,24 @@ pub enum AppendError {
         /// Bytes the batch needed.
         needed: u64,
     },
+    /// `on_full = reject` and the filesystem holding the log has no room for the batch
+    /// (its reserve kept back), although `max_disk` would: the disk is smaller than the
+    /// budget, or something else filled it. Nothing was written; the log is not poisoned
+    /// and takes appends again once space returns.
+    #[error(
+        "the WAL's filesystem is full ({room} bytes left before its {reserve}-byte reserve, batch needs {needed}); \
+         retry after the sinks catch up or disk space is freed (max_disk is larger than the disk)"
+    )]
+    NoSpace {
+        /// The refused batch.
+        batch: Batch,
+        /// Bytes the filesystem could still take.
+        room: u64,
+        /// The reserve kept back.
+        reserve: u64,
+        /// Bytes the batch needed.
+        needed: u64,
+    },
     /// The batch is larger than the largest batch the WAL accepts.
     #[error("batch of {len} bytes exceeds the maximum of {max} bytes; split it")]
     TooLarge {

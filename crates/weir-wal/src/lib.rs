@@ -71,6 +71,7 @@ pub use config::{
     ConfigError, CursorConfig, MaxLag, OnFull, RecoveryScan, StartFrom, SyncMode, WalConfig,
     WalConfigBuilder,
 };
+pub use core::FS_RESERVE;
 pub use error::{AppendError, CommitError, CursorError, OpenError, ReadError};
 pub use identity::ID_FILE;
 pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record};

@@ -371,6 +371,8 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
     report.start = start;
     report.durable_end = durable_end;
     let core = Core {
+        fs_room: u64::MAX,
+        fs_full_events: 0,
         segments,
         holes,
         durable_end,

@@ -43,6 +43,14 @@ pub struct WalStats {
     pub evicted_segments: u64,
     /// Records in evicted segments.
     pub evicted_records: u64,
+    /// Bytes the log's filesystem can still take before its reserve (`null` before the
+    /// writer first measured it): appends wait, are refused or evict (by `on_full`)
+    /// when this, not `max_disk`, has no room.
+    pub fs_room_bytes: Option<u64>,
+    /// Free space kept back on the filesystem (for cursor commits and retention).
+    pub fs_reserve_bytes: u64,
+    /// Times appends found the filesystem, rather than `max_disk`, full.
+    pub fs_full_events: u64,
     /// The failure that poisoned the log, if any.
     pub poisoned: Option<String>,
     /// Each cursor.
@@ -120,6 +128,9 @@ impl WalStats {
             retention_deleted_segments: core.retained_segments_deleted,
             evicted_segments: core.evicted_segments,
             evicted_records: core.evicted_records,
+            fs_room_bytes: (core.fs_room != u64::MAX).then_some(core.fs_room),
+            fs_reserve_bytes: crate::core::FS_RESERVE,
+            fs_full_events: core.fs_full_events,
             poisoned,
             cursors,
         }

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::config::SyncMode;
-use crate::core::Plan;
+use crate::core::{FS_RESERVE, Plan};
 use crate::error::AppendError;
 use crate::segment::{create_segment, segment_path, sync_dir};
 use crate::shared::{Job, Shared, lock};
@@ -32,6 +32,20 @@ pub(crate) struct Writer {
     /// How many of the last `written` jobs are not yet written to the file.
     unflushed: usize,
     unsynced_since: Option<Instant>,
+    /// Appends find the filesystem (not `max_disk`) full now.
+    fs_short: bool,
+}
+
+/// Bytes the filesystem holding `file` can still take above [`FS_RESERVE`]; `u64::MAX`
+/// when the filesystem does not say (then only `max_disk` bounds the log).
+fn fs_room(file: &File) -> u64 {
+    match rustix::fs::fstatvfs(file) {
+        Ok(st) => st
+            .f_bavail
+            .saturating_mul(st.f_frsize)
+            .saturating_sub(FS_RESERVE),
+        Err(_) => u64::MAX,
+    }
 }
 
 impl Writer {
@@ -44,6 +58,7 @@ impl Writer {
             written: Vec::new(),
             unflushed: 0,
             unsynced_since: None,
+            fs_short: false,
         }
     }
 
@@ -117,9 +132,11 @@ impl Writer {
     /// Writes pending jobs in order until one must wait for room.
     fn process(&mut self) {
         self.blocked = false;
+        let fs_room = fs_room(&self.file);
         {
             let mut core = self.shared.core();
             core.update_releases(crate::now_ms());
+            core.fs_room = fs_room;
         }
         while let Some(job) = self.pending.pop_front() {
             if let Some(err) = self.shared.poison_error() {
@@ -136,7 +153,14 @@ impl Writer {
             }
             let len = job.batch.encoded_len();
             loop {
-                let plan = self.shared.core().plan_append(len);
+                let (plan, fs_short) = {
+                    let core = self.shared.core();
+                    let plan = core.plan_append(len);
+                    let short = !matches!(plan, Plan::Write { .. } | Plan::Retain { .. })
+                        && core.fs_is_short(len);
+                    (plan, short)
+                };
+                self.note_fs_short(fs_short);
                 match plan {
                     Plan::Write { rotate } => {
                         if rotate && !self.rotate() {
@@ -159,16 +183,26 @@ impl Writer {
                         if let Some(link) = &job.chain {
                             link.refused();
                         }
-                        let (used, max_disk) = {
+                        let (used, max_disk, room) = {
                             let core = self.shared.core();
-                            (core.disk_bytes, core.max_disk)
+                            (core.disk_bytes, core.max_disk, core.fs_room)
                         };
-                        let _ = job.reply.send(Err(AppendError::Full {
-                            batch: job.batch,
-                            used,
-                            max_disk,
-                            needed,
-                        }));
+                        let refusal = if fs_short {
+                            AppendError::NoSpace {
+                                batch: job.batch,
+                                room,
+                                reserve: FS_RESERVE,
+                                needed,
+                            }
+                        } else {
+                            AppendError::Full {
+                                batch: job.batch,
+                                used,
+                                max_disk,
+                                needed,
+                            }
+                        };
+                        let _ = job.reply.send(Err(refusal));
                         break;
                     }
                     Plan::Wait => {
@@ -187,6 +221,36 @@ impl Writer {
             }
         }
         self.flush();
+    }
+
+    /// Notes whether appends now find the filesystem, not `max_disk`, full: counted and
+    /// logged once when that begins (WARN) and once when room returns.
+    fn note_fs_short(&mut self, short: bool) {
+        if short == self.fs_short {
+            return;
+        }
+        self.fs_short = short;
+        let (room, on_full) = {
+            let mut core = self.shared.core();
+            if short {
+                core.fs_full_events += 1;
+            }
+            (core.fs_room, core.on_full)
+        };
+        let dir = self.shared.dir.display();
+        if short {
+            tracing::warn!(
+                "WAL {dir}: its filesystem is full before max_disk ({room} bytes left above the \
+                 {FS_RESERVE}-byte reserve): appends {} until space returns; lower max_disk to the disk's size",
+                match on_full {
+                    crate::OnFull::Block => "wait",
+                    crate::OnFull::Reject => "are refused",
+                    crate::OnFull::DropOldest => "evict the oldest segments",
+                }
+            );
+        } else {
+            tracing::info!("WAL {dir}: its filesystem has room again; appends go on");
+        }
     }
 
     /// Books a batch in the active segment; its bytes go out with the group's single

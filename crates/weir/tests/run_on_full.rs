@@ -273,3 +273,58 @@ read_batch_records = 10
     };
     assert_eq!(code, Some(143), "{}", daemon.stderr());
 }
+
+/// Under `on_full = "reject"` with the WAL full behind a stalled sink, the generator
+/// backs off after each refusal (10 ms doubling to 1 s) instead of spinning on records
+/// it knows will be refused: over 3 s of refusals it makes a handful of attempts, not
+/// thousands.
+#[test]
+fn a_refused_generator_backs_off_instead_of_spinning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let config = format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status}"
+shutdown_timeout = "1s"
+
+[wal]
+max_disk = "256 KiB"
+segment_bytes = "32 KiB"
+max_pending_bytes = "64 KiB"
+on_full = "reject"
+
+[sources.gen]
+type = "generator"
+rate = 0
+size = 100
+batch_size = 20
+
+[sinks.slow]
+type = "blackhole"
+inputs = ["gen"]
+rate = 1
+read_batch_records = 1
+"#,
+        data = tmp.path().join("data").display(),
+    );
+    let path = write_config(tmp.path(), &config);
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let refused = |s: &serde_json::Value| s["sources"]["gen"]["refused_batches"].as_u64().unwrap();
+    let first = daemon.wait_for("refusals", Duration::from_secs(10), |s| refused(s) > 0);
+    std::thread::sleep(Duration::from_secs(3));
+    let later = daemon.status();
+    let attempts = refused(&later) - refused(&first);
+    assert!(
+        attempts < 64,
+        "{attempts} batches refused in 3 s: the generator spins instead of backing off"
+    );
+    assert!(
+        refused(&later) > refused(&first),
+        "still trying now and then (it resumes by itself when room returns)"
+    );
+    // The stalled sink cannot drain within the shutdown timeout (1 s): what it stored
+    // is committed, the rest stays in the WAL, and the exit is clean.
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::Config;
+use crate::keys::units::format_bytes;
 use crate::keys::{ConfigError, Section, join};
 
 /// Reports a source or sink name that cannot be used in metric labels and file names.
@@ -179,6 +180,19 @@ impl Config {
         for (name, source) in &self.sources {
             source.kind.warnings(&join("sources", name), &mut warnings);
         }
+        if let Some((max, can_hold, free)) =
+            disk_smaller_than_budget(&self.wal.dir, self.wal.max_disk.bytes())
+        {
+            warnings.push(format!(
+                "wal.max_disk: {} but its filesystem can hold only about {} ({} free, {} kept in reserve, \
+                 plus what the WAL holds now): on_full will apply when the disk is full, before the budget is; \
+                 lower max_disk or free space",
+                format_bytes(max),
+                format_bytes(can_hold),
+                format_bytes(free),
+                format_bytes(weir_wal::FS_RESERVE),
+            ));
+        }
         if let weir_wal::SyncMode::Interval(every) = self.wal.sync {
             warnings.push(format!(
                 "wal.sync: \"interval\" acknowledges before fsync; a crash can lose up to {} of acknowledged records",
@@ -187,4 +201,24 @@ impl Config {
         }
         warnings
     }
+}
+
+/// `(max_disk, what the filesystem can hold, its free bytes)` when `max_disk` is more
+/// than the WAL directory's filesystem can hold: the segment bytes already in `dir` plus
+/// the free space above the WAL's reserve. The directory (or, before the first run, its
+/// nearest existing parent) is asked with statvfs; `None` when it cannot be.
+fn disk_smaller_than_budget(dir: &Path, max_disk: u64) -> Option<(u64, u64, u64)> {
+    let existing = dir.ancestors().find(|d| d.exists())?;
+    let st = rustix::fs::statvfs(existing).ok()?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    let held: u64 = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "seg"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let can_hold = held.saturating_add(free.saturating_sub(weir_wal::FS_RESERVE));
+    (max_disk > can_hold).then_some((max_disk, can_hold, free))
 }

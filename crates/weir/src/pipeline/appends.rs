@@ -200,6 +200,7 @@ impl<T: Send + 'static> OrderedAppends<T> {
                     Ok(_) => {}
                     Err(
                         AppendError::Full { batch, .. }
+                        | AppendError::NoSpace { batch, .. }
                         | AppendError::Behind(batch)
                         | AppendError::Busy(batch),
                     ) => back.push(batch),

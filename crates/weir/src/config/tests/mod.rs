@@ -257,6 +257,25 @@ fn wal_consistency_checks() {
         SyncMode::Interval(std::time::Duration::from_millis(100))
     );
     assert!(config.warnings().iter().any(|w| w.starts_with("wal.sync")));
+    assert!(
+        !config
+            .warnings()
+            .iter()
+            .any(|w| w.starts_with("wal.max_disk")),
+        "1 GiB fits this disk"
+    );
+    // A budget no disk here holds: the filesystem, not max_disk, would decide.
+    let beyond_the_disk = with(&[("max_disk = \"1 GiB\"", "max_disk = \"1000 TiB\"")], "");
+    let config = Config::from_toml(&beyond_the_disk).expect("valid");
+    let warning = config
+        .warnings()
+        .into_iter()
+        .find(|w| w.starts_with("wal.max_disk"))
+        .expect("a max_disk larger than the disk is warned about");
+    assert!(
+        warning.contains("filesystem can hold only about"),
+        "{warning}"
+    );
     let huge_segments = with(&[("on_full", "segment_bytes = \"600 MiB\"\non_full")], "");
     assert_eq!(paths(&huge_segments), ["wal.segment_bytes"]);
     let big_body = with(

@@ -1,7 +1,8 @@
 //! The `generator` source's tokio task (see the [module docs](super)).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use weir_wal::Batch;
@@ -24,6 +25,11 @@ impl StartSource for GeneratorConfig {
     }
 }
 
+/// First wait after a refusal; it doubles while refusals go on.
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+/// Longest wait after a refusal.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
 /// Runs the generator until `stop` turns true or `count` records are durable.
 ///
 /// # Cancel safety
@@ -43,13 +49,31 @@ pub async fn run(
         config.size.bytes() as usize,
     );
     let schedule = Schedule::new(config.rate);
-    let started = Instant::now();
+    let mut started = Instant::now();
     let batch_size = u64::from(config.batch_size.get());
     let total = config.count.map(|c| c.get());
     let mut wire = Vec::new();
+    let mut refused_seen = 0;
+    let mut backoff = Duration::ZERO;
     loop {
         if *stop.borrow() {
             break;
+        }
+        // Refused since the last batch (on_full = "reject", a full disk): back off
+        // instead of producing records only to see them refused, and shift the schedule
+        // by the wait, so that what was not produced is never produced in a burst later.
+        let refused = ingest.stats().refused_batches.load(Ordering::Relaxed);
+        if refused > refused_seen {
+            refused_seen = refused;
+            backoff = (backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
+            tokio::select! {
+                biased;
+                () = crate::pipeline::stopped(&mut stop) => break,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            started += backoff;
+        } else {
+            backoff = Duration::ZERO;
         }
         let made = maker.made();
         let n = match total {
