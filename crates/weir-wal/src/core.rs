@@ -112,12 +112,19 @@ pub(crate) struct Core {
     /// Appends that had to wait, were refused or evicted for because the filesystem,
     /// not `max_disk`, had no room.
     pub fs_full_events: u64,
+    /// Times the next segment could not be opened for want of space, inodes or file
+    /// descriptors (appends waited or were refused; nothing was poisoned).
+    pub resource_refusals: u64,
 }
 
 /// Free space kept back on the log's filesystem: appends stop this far from a full
 /// disk, so that cursor commits (whose files are replaced, never grown), segment
 /// headers and the quarantine still find room, and retention can run.
 pub const FS_RESERVE: u64 = 4 << 20;
+
+/// Free inodes kept back on the log's filesystem (where it counts them), for the same
+/// reason: a cursor commit writes a new file before it renames it over the old one.
+pub const INODE_RESERVE: u64 = 16;
 
 impl Core {
     /// The first retained offset.
@@ -376,6 +383,7 @@ mod tests {
         let mut c = Core {
             fs_room: u64::MAX,
             fs_full_events: 0,
+            resource_refusals: 0,
             segments: VecDeque::new(),
             holes: Vec::new(),
             durable_end: 0,

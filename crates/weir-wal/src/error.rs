@@ -85,6 +85,16 @@ pub enum AppendError {
         /// Bytes the batch needed.
         needed: u64,
     },
+    /// `on_full = reject` and the WAL could not open its next segment for want of a
+    /// resource (disk space, inodes, file descriptors). Nothing was written; the log is
+    /// not poisoned and opens the segment once the resource returns.
+    #[error("the WAL could not open its next segment ({cause}); retry later")]
+    Resource {
+        /// The refused batch.
+        batch: Batch,
+        /// The OS error, with the file.
+        cause: String,
+    },
     /// The batch is larger than the largest batch the WAL accepts.
     #[error("batch of {len} bytes exceeds the maximum of {max} bytes; split it")]
     TooLarge {

@@ -373,6 +373,7 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
     let core = Core {
         fs_room: u64::MAX,
         fs_full_events: 0,
+        resource_refusals: 0,
         segments,
         holes,
         durable_end,

@@ -51,6 +51,9 @@ pub struct WalStats {
     pub fs_reserve_bytes: u64,
     /// Times appends found the filesystem, rather than `max_disk`, full.
     pub fs_full_events: u64,
+    /// Times the next segment could not be opened for want of space, inodes or file
+    /// descriptors (appends waited or were refused; the log was not poisoned).
+    pub resource_refusals: u64,
     /// The failure that poisoned the log, if any.
     pub poisoned: Option<String>,
     /// Each cursor.
@@ -131,6 +134,7 @@ impl WalStats {
             fs_room_bytes: (core.fs_room != u64::MAX).then_some(core.fs_room),
             fs_reserve_bytes: crate::core::FS_RESERVE,
             fs_full_events: core.fs_full_events,
+            resource_refusals: core.resource_refusals,
             poisoned,
             cursors,
         }

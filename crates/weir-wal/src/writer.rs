@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::config::SyncMode;
-use crate::core::{FS_RESERVE, Plan};
+use crate::core::{FS_RESERVE, INODE_RESERVE, Plan};
 use crate::error::AppendError;
 use crate::segment::{create_segment, segment_path, sync_dir};
 use crate::shared::{Job, Shared, lock};
@@ -34,12 +34,36 @@ pub(crate) struct Writer {
     unsynced_since: Option<Instant>,
     /// Appends find the filesystem (not `max_disk`) full now.
     fs_short: bool,
+    /// Why the next segment could not be opened (out of space, inodes or file
+    /// descriptors), while that lasts.
+    resource_cause: Option<String>,
 }
 
-/// Bytes the filesystem holding `file` can still take above [`FS_RESERVE`]; `u64::MAX`
-/// when the filesystem does not say (then only `max_disk` bounds the log).
+/// What became of a rotation.
+enum Rotated {
+    Yes,
+    /// The log is poisoned.
+    Failed,
+    /// A resource ran out; nothing was written. The cause.
+    Refused(String),
+}
+
+/// Out of space (ENOSPC, EDQUOT) or file descriptors (EMFILE, ENFILE): conditions that
+/// pass, unlike a failing disk.
+fn is_resource_error(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let resource = [Errno::NOSPC, Errno::DQUOT, Errno::MFILE, Errno::NFILE];
+    e.raw_os_error()
+        .is_some_and(|code| resource.iter().any(|r| r.raw_os_error() == code))
+        || e.kind() == io::ErrorKind::StorageFull
+}
+
+/// Bytes the filesystem holding `file` can still take above [`FS_RESERVE`] (none when
+/// its free inodes are down to [`INODE_RESERVE`]); `u64::MAX` when the filesystem does
+/// not say (then only `max_disk` bounds the log).
 fn fs_room(file: &File) -> u64 {
     match rustix::fs::fstatvfs(file) {
+        Ok(st) if st.f_files > 0 && st.f_favail <= INODE_RESERVE => 0,
         Ok(st) => st
             .f_bavail
             .saturating_mul(st.f_frsize)
@@ -59,6 +83,7 @@ impl Writer {
             unflushed: 0,
             unsynced_since: None,
             fs_short: false,
+            resource_cause: None,
         }
     }
 
@@ -163,9 +188,20 @@ impl Writer {
                 self.note_fs_short(fs_short);
                 match plan {
                     Plan::Write { rotate } => {
-                        if rotate && !self.rotate() {
-                            break;
+                        if rotate {
+                            match self.rotate() {
+                                Rotated::Yes => {}
+                                Rotated::Failed => break,
+                                Rotated::Refused(cause) => {
+                                    if self.refuse_for_resource(job, &cause) {
+                                        // Waits: retried after BLOCKED_RECHECK.
+                                        return;
+                                    }
+                                    break;
+                                }
+                            }
                         }
+                        self.resource_short(None);
                         self.write(job);
                         break;
                     }
@@ -339,13 +375,13 @@ impl Writer {
         Ok(())
     }
 
-    /// Seals the active segment (fsynced) and opens a new one. False if it failed.
-    fn rotate(&mut self) -> bool {
+    /// Seals the active segment (fsynced) and opens a new one.
+    fn rotate(&mut self) -> Rotated {
         // Seal the active segment and answer what it holds first: if creating the next
         // segment fails, those batches are durable and must not be answered as failed.
         self.sync_and_answer();
         if self.is_poisoned() {
-            return false;
+            return Rotated::Failed;
         }
         let first = self.shared.core().written_end();
         let now = crate::now_ms();
@@ -357,12 +393,83 @@ impl Writer {
                 self.shared
                     .disk_bytes
                     .store(core.disk_bytes, Ordering::Relaxed);
-                true
+                Rotated::Yes
+            }
+            Err(e) if is_resource_error(&e) => {
+                // Out of space, inodes or file descriptors: nothing was written to the
+                // log and nothing acknowledged is in doubt. Take back the file if it was
+                // created, then refuse or wait by on_full; the next attempt may succeed.
+                let path = segment_path(&self.shared.dir, first);
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(r) if r.kind() == io::ErrorKind::NotFound => {}
+                    Err(r) => {
+                        self.fail(
+                            format!(
+                                "creating segment {first}: {e}; removing the partial file: {r}"
+                            ),
+                            None,
+                        );
+                        return Rotated::Failed;
+                    }
+                }
+                Rotated::Refused(format!("creating segment {}: {e}", path.display()))
             }
             Err(e) => {
                 self.fail(format!("creating segment {first}: {e}"), None);
-                false
+                Rotated::Failed
             }
+        }
+    }
+
+    /// A job that could not be written for want of a resource (space, inodes, file
+    /// descriptors) while opening the next segment: under `reject` it is refused
+    /// ([`AppendError::Resource`]); otherwise it waits at the head of the queue and is
+    /// tried again after [`BLOCKED_RECHECK`], so the log resumes by itself once the
+    /// resource returns. True if it waits.
+    fn refuse_for_resource(&mut self, job: Job, cause: &str) -> bool {
+        self.resource_short(Some(cause));
+        let on_full = self.shared.core().on_full;
+        if on_full == crate::OnFull::Reject {
+            if let Some(link) = &job.chain {
+                link.refused();
+            }
+            let _ = job.reply.send(Err(AppendError::Resource {
+                batch: job.batch,
+                cause: cause.to_owned(),
+            }));
+            return false;
+        }
+        self.pending.push_front(job);
+        self.blocked = true;
+        true
+    }
+
+    /// Notes that a resource ran out (`Some(cause)`) or is back (`None`): counted and
+    /// logged once at WARN when it begins, and once when appends go on.
+    fn resource_short(&mut self, cause: Option<&str>) {
+        match (cause, self.resource_cause.is_some()) {
+            (Some(cause), false) => {
+                self.shared.core().resource_refusals += 1;
+                tracing::warn!(
+                    "WAL {}: {cause}: appends {} until the resource returns (nothing is lost)",
+                    self.shared.dir.display(),
+                    if self.shared.core().on_full == crate::OnFull::Reject {
+                        "are refused"
+                    } else {
+                        "wait"
+                    }
+                );
+                self.resource_cause = Some(cause.to_owned());
+            }
+            (None, true) => {
+                tracing::info!(
+                    "WAL {}: the next segment was opened; appends go on",
+                    self.shared.dir.display()
+                );
+                self.resource_cause = None;
+            }
+            _ => {}
         }
     }
 

@@ -201,6 +201,7 @@ impl<T: Send + 'static> OrderedAppends<T> {
                     Err(
                         AppendError::Full { batch, .. }
                         | AppendError::NoSpace { batch, .. }
+                        | AppendError::Resource { batch, .. }
                         | AppendError::Behind(batch)
                         | AppendError::Busy(batch),
                     ) => back.push(batch),
