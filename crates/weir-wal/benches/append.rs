@@ -292,5 +292,10 @@ fn main() {
             raw,
             mb(bytes, secs) / raw
         );
+        println!(
+            "replaying 10 GiB of payload at the cursor's rate: {:.1} min (raw read: {:.1} min)",
+            10.0 * 1024.0 * 1024.0 * 1024.0 / (mb(bytes, secs) * 1e6) / 60.0,
+            10.0 * 1024.0 * 1024.0 * 1024.0 / (raw * 1e6) / 60.0,
+        );
     }
 }

@@ -245,16 +245,6 @@ impl<R: Read> FrameReader<R> {
         self.remaining
     }
 
-    /// Sets the bytes left (the file grew since the reader was made).
-    pub(crate) fn set_remaining(&mut self, remaining: u64) {
-        self.remaining = remaining;
-    }
-
-    /// Takes the payload of the last frame returned (the reader then starts a new buffer).
-    pub(crate) fn take_payload(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.payload)
-    }
-
     /// The payload of the last frame returned by [`FrameReader::next_frame`].
     pub fn payload(&self) -> &[u8] {
         &self.payload

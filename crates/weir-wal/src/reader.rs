@@ -21,8 +21,8 @@ pub struct Record {
     pub offset: u64,
     /// Its append time in ms since the UNIX epoch.
     pub time_ms: u64,
-    /// The payload.
-    pub payload: Vec<u8>,
+    /// The payload: a slice of the chunk the reader read it in (no copy of its own).
+    pub payload: bytes::Bytes,
 }
 
 /// Records the cursor will never see, and why.

@@ -57,7 +57,7 @@ async fn a_cancelled_read_is_continued_not_started_over() {
     append(&wal, &[b"zero", b"one", b"two"]).await;
     let mut reader = wal.reader("sink").unwrap();
     let first = reader.read(ONE).await.unwrap();
-    assert_eq!(first.records[0].payload, b"zero");
+    assert_eq!(first.records[0].payload, &b"zero"[..]);
 
     // Flip a byte of record 0's payload (the last byte of its frame).
     let path = segment_path(dir.path(), 0);
@@ -73,9 +73,9 @@ async fn a_cancelled_read_is_continued_not_started_over() {
         .unwrap();
     assert_eq!(next.records.len(), 1);
     assert_eq!(next.records[0].offset, 1);
-    assert_eq!(next.records[0].payload, b"one");
+    assert_eq!(next.records[0].payload, &b"one"[..]);
     let last = reader.read(ONE).await.unwrap();
-    assert_eq!(last.records[0].payload, b"two");
+    assert_eq!(last.records[0].payload, &b"two"[..]);
 }
 
 /// A cancelled read that found nothing must not make the next read miss what became
@@ -96,7 +96,7 @@ async fn a_stale_empty_read_is_read_again() {
         .await
         .expect("the new record is read, not waited for")
         .unwrap();
-    assert_eq!(read.records[0].payload, b"b");
+    assert_eq!(read.records[0].payload, &b"b"[..]);
 }
 
 /// A cancelled read with other limits is discarded, and the next read honours its own.
@@ -109,7 +109,7 @@ async fn a_cancelled_read_with_other_limits_is_not_taken() {
     start_and_cancel(&mut reader, ReadLimits::default());
     let read = reader.read(ONE).await.unwrap();
     assert_eq!(read.records.len(), 1);
-    assert_eq!(read.records[0].payload, b"a");
+    assert_eq!(read.records[0].payload, &b"a"[..]);
     let rest = reader.read(ReadLimits::default()).await.unwrap();
     let payloads: Vec<_> = rest.records.iter().map(|r| r.payload.clone()).collect();
     assert_eq!(payloads, [b"b".to_vec(), b"c".to_vec()]);

@@ -3,12 +3,16 @@
 //! end, and turning evicted, quarantined or damaged ranges into gaps.
 
 use std::fs::File;
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
+
+use bytes::{Buf, Bytes};
 
 use crate::core::Locate;
 use crate::error::ReadError;
-use crate::format::{FrameError, FrameReader, SEGMENT_HEADER_LEN};
+use crate::format::{
+    FRAME_HEADER_LEN, FrameError, FrameMeta, MAX_RECORD_BYTES, SEGMENT_HEADER_LEN,
+};
 use crate::reader::{Gap, ReadBatch, ReadLimits, Record};
 use crate::segment::{READ_BUFFER, segment_path};
 use crate::shared::Shared;
@@ -18,8 +22,106 @@ pub(crate) struct OpenSegment {
     first: u64,
     next: u64,
     path: PathBuf,
-    frames: FrameReader<BufReader<File>>,
-    consumed: u64,
+    frames: ChunkFrames,
+}
+
+/// Frames read from a segment file in chunks of [`READ_BUFFER`] bytes: each payload is
+/// a slice of its chunk (no copy, no allocation per record), and each frame's CRC is
+/// checked once, over the bytes in the chunk. A chunk stays alive while a payload of it
+/// does, so a batch of records holds at most its own bytes plus two chunks.
+struct ChunkFrames {
+    file: File,
+    /// Bytes of frames in the file not yet read into a chunk.
+    remaining: u64,
+    /// Bytes of the file read into chunks so far (after the header).
+    read: u64,
+    /// Read and not yet parsed.
+    buf: Bytes,
+}
+
+impl ChunkFrames {
+    fn new(file: File, remaining: u64) -> Self {
+        ChunkFrames {
+            file,
+            remaining,
+            read: 0,
+            buf: Bytes::new(),
+        }
+    }
+
+    /// The file now holds `body` bytes of frames (it grew since the last look).
+    fn set_body_len(&mut self, body: u64) {
+        self.remaining = body.saturating_sub(self.read);
+    }
+
+    /// Makes `buf` hold at least `need` bytes (the file has them: checked by the caller),
+    /// reading a chunk of at least [`READ_BUFFER`] when it must read.
+    fn fill(&mut self, need: usize) -> std::io::Result<()> {
+        if self.buf.len() >= need {
+            return Ok(());
+        }
+        let left = self.buf.len();
+        let want = (need - left)
+            .max(READ_BUFFER)
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let mut chunk = Vec::with_capacity(left + want);
+        chunk.extend_from_slice(&self.buf);
+        // read_to_end reads into the spare capacity without zero-filling it first.
+        (&mut self.file).take(want as u64).read_to_end(&mut chunk)?;
+        if chunk.len() < left + want {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the segment file is shorter than the records it holds",
+            ));
+        }
+        self.remaining -= want as u64;
+        self.read += want as u64;
+        self.buf = Bytes::from(chunk);
+        Ok(())
+    }
+
+    /// The next frame and its payload, or `None` when no bytes are left.
+    fn next_frame(&mut self) -> Result<Option<(FrameMeta, Bytes)>, FrameError> {
+        let available = self.buf.len() as u64 + self.remaining;
+        if available == 0 {
+            return Ok(None);
+        }
+        let header_len = FRAME_HEADER_LEN as usize;
+        if available < FRAME_HEADER_LEN {
+            return Err(FrameError::Torn {
+                needed: FRAME_HEADER_LEN,
+                remaining: available,
+            });
+        }
+        self.fill(header_len)?;
+        let header = &self.buf[..header_len];
+        if header.iter().all(|&b| b == 0) {
+            return Err(FrameError::Zeroed);
+        }
+        let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+        let stored = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
+        if len > MAX_RECORD_BYTES {
+            return Err(FrameError::TooLong { len });
+        }
+        let frame_len = FRAME_HEADER_LEN + u64::from(len);
+        if frame_len > available {
+            return Err(FrameError::Torn {
+                needed: frame_len,
+                remaining: available,
+            });
+        }
+        self.fill(header_len + len as usize)?;
+        let frame = self.buf.split_to(header_len + len as usize);
+        let mut computed = crc32c::crc32c(&frame[0..4]);
+        computed = crc32c::crc32c_append(computed, &frame[8..]);
+        if computed != stored {
+            return Err(FrameError::Crc { stored, computed });
+        }
+        let time_ms = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
+        let mut payload = frame;
+        payload.advance(header_len);
+        Ok(Some((FrameMeta { time_ms, frame_len }, payload)))
+    }
 }
 
 /// One read under the limits, starting at `next`.
@@ -89,9 +191,7 @@ pub(crate) fn read_blocking(
                 break 'outer;
             }
             match o.frames.next_frame() {
-                Ok(Some(meta)) => {
-                    o.consumed += meta.frame_len;
-                    let payload = o.frames.take_payload();
+                Ok(Some((meta, payload))) => {
                     bytes += payload.len() as u64;
                     batch.records.push(Record {
                         offset: o.next,
@@ -161,9 +261,9 @@ fn note_gap(shared: &Shared, index: usize, records: u64) {
 }
 
 fn refresh_remaining(o: &mut OpenSegment) {
-    if let Ok(meta) = std::fs::metadata(&o.path) {
-        let body = meta.len().saturating_sub(SEGMENT_HEADER_LEN);
-        o.frames.set_remaining(body.saturating_sub(o.consumed));
+    if let Ok(meta) = o.frames.file.metadata() {
+        o.frames
+            .set_body_len(meta.len().saturating_sub(SEGMENT_HEADER_LEN));
     }
 }
 
@@ -186,23 +286,16 @@ fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>
         .len();
     file.seek(SeekFrom::Start(SEGMENT_HEADER_LEN))
         .map_err(|e| OpenAtError::Io(path.clone(), e))?;
-    let frames = FrameReader::new(
-        BufReader::with_capacity(READ_BUFFER, file),
-        len.saturating_sub(SEGMENT_HEADER_LEN),
-    );
+    let frames = ChunkFrames::new(file, len.saturating_sub(SEGMENT_HEADER_LEN));
     let mut o = OpenSegment {
         first,
         next: first,
         path,
         frames,
-        consumed: 0,
     };
     while o.next < next {
         match o.frames.next_frame() {
-            Ok(Some(meta)) => {
-                o.consumed += meta.frame_len;
-                o.next += 1;
-            }
+            Ok(Some(_)) => o.next += 1,
             Ok(None)
             | Err(
                 FrameError::Torn { .. }

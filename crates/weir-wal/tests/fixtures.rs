@@ -53,7 +53,7 @@ async fn the_version_1_fixture_opens_and_reads_back() {
             (
                 r.offset,
                 r.time_ms,
-                String::from_utf8(r.payload.clone()).unwrap(),
+                String::from_utf8(r.payload.to_vec()).unwrap(),
             )
         })
         .collect();

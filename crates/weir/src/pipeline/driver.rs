@@ -36,7 +36,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use weir_wal::{ReadBatch, ReadLimits, Reader};
 
@@ -268,7 +267,7 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
             }
         };
         // The source name is the input's, already held: no allocation per record.
-        match Record::decode_with(Bytes::from(wal_record.payload), |_| input) {
+        match Record::decode_with(wal_record.payload, |_| input) {
             Ok(record) => {
                 bytes += record.payload.len() as u64;
                 records.push(record);
