@@ -263,7 +263,9 @@ fn latency_above_target_latency_cuts_the_limit() {
         ),
     );
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
-    let st = daemon.wait_for("the limit grows", Duration::from_secs(20), |s| {
+    // Generous: the limit grows per round trip, and a loaded machine (the suite runs
+    // beside other builds) makes fewer of them.
+    let st = daemon.wait_for("the limit grows", Duration::from_secs(60), |s| {
         http(s)["limit"].as_u64().unwrap_or(0) >= 8
     });
     assert!(http(&st)["last_decrease"].is_null(), "{:#}", http(&st));
