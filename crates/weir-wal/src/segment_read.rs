@@ -49,6 +49,11 @@ impl ChunkFrames {
         }
     }
 
+    /// The body byte (after the segment header) where the next frame starts.
+    fn position(&self) -> u64 {
+        self.read - self.buf.len() as u64
+    }
+
     /// The file now holds `body` bytes of frames (it grew since the last look).
     fn set_body_len(&mut self, body: u64) {
         self.remaining = body.saturating_sub(self.read);
@@ -110,13 +115,16 @@ impl ChunkFrames {
                 remaining: available,
             });
         }
-        self.fill(header_len + len as usize)?;
-        let frame = self.buf.split_to(header_len + len as usize);
-        let mut computed = crc32c::crc32c(&frame[0..4]);
-        computed = crc32c::crc32c_append(computed, &frame[8..]);
+        let frame_bytes = header_len + len as usize;
+        self.fill(frame_bytes)?;
+        // Checked before the frame is consumed: after an error, `position` is still the
+        // damaged frame's start.
+        let mut computed = crc32c::crc32c(&self.buf[0..4]);
+        computed = crc32c::crc32c_append(computed, &self.buf[8..frame_bytes]);
         if computed != stored {
             return Err(FrameError::Crc { stored, computed });
         }
+        let frame = self.buf.split_to(frame_bytes);
         let time_ms = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
         let mut payload = frame;
         payload.advance(header_len);
@@ -171,6 +179,17 @@ pub(crate) fn read_blocking(
                 Ok(Some(o)) => *open = Some(o),
                 Ok(None) => continue, // deleted meanwhile: locate again
                 Err(OpenAtError::Io(path, source)) => return Err(ReadError::Io { path, source }),
+                Err(OpenAtError::Lost { resumed }) => {
+                    // The cursor's position is inside a damaged range whose end is known.
+                    if !batch.records.is_empty() || batch.gap.is_some() {
+                        break;
+                    }
+                    let to = resumed.next;
+                    resynced_gap(shared, index, next, to, &mut batch);
+                    next = to;
+                    *open = Some(resumed);
+                    continue;
+                }
                 Err(OpenAtError::Damaged) => {
                     if corrupt_gap(shared, index, first, &mut next, &mut batch) {
                         *open = None;
@@ -202,7 +221,28 @@ pub(crate) fn read_blocking(
                     next = o.next;
                 }
                 Ok(None) | Err(_) => {
+                    let damaged = o.next;
+                    let at = o.frames.position();
                     *open = None;
+                    if !batch.records.is_empty() || batch.gap.is_some() {
+                        break 'outer; // the next read starts at the damage
+                    }
+                    match resync(shared, first, damaged, at) {
+                        Ok(Some(resumed)) => {
+                            let to = resumed.next;
+                            resynced_gap(shared, index, damaged, to, &mut batch);
+                            next = to;
+                            *open = Some(resumed);
+                            continue 'outer;
+                        }
+                        Ok(None) => {}
+                        Err(source) => {
+                            return Err(ReadError::Io {
+                                path: segment_path(&shared.dir, first),
+                                source,
+                            });
+                        }
+                    }
                     if corrupt_gap(shared, index, first, &mut next, &mut batch) {
                         continue 'outer;
                     }
@@ -269,7 +309,127 @@ fn refresh_remaining(o: &mut OpenSegment) {
 
 enum OpenAtError {
     Io(PathBuf, std::io::Error),
+    /// Damage before the position, and no provable place to resume after it.
     Damaged,
+    /// The position lies in a damaged range; reading resumes with `resumed`.
+    Lost {
+        resumed: OpenSegment,
+    },
+}
+
+/// Slack around a segment's lifetime for the append times of its records (clock steps).
+const TIME_SLACK_MS: u64 = 24 * 3600 * 1000;
+
+/// After damage at record `damaged`, whose frame starts at body byte `at` of the sealed
+/// segment starting at `first`: finds where reading can resume with every offset known.
+///
+/// The segment's records end at the next segment's first offset `end`, so frames that
+/// parse cleanly, CRC by CRC, from some byte after the damage exactly to the end of the
+/// file are the last `k` records: offsets `end - k ..`. The first such position is
+/// searched byte by byte, a candidate frame's append time first checked against the
+/// segment's lifetime (so random bytes are rarely CRC-checked). Only `[damaged, end - k)`
+/// is lost, and offsets after the damage never shift. `None` when nothing after the
+/// damage can be placed that way, or the segment is the active one (its end is not
+/// known): then the rest of the segment is lost, as before. Reads the remainder of the
+/// segment into memory (at most `segment_bytes`), which only damage costs.
+fn resync(
+    shared: &Shared,
+    first: u64,
+    damaged: u64,
+    at: u64,
+) -> std::io::Result<Option<OpenSegment>> {
+    let (end, lo, hi) = {
+        let core = shared.core();
+        let mut segs = core.segments.iter().skip_while(|s| s.first != first);
+        let (Some(seg), Some(next_seg)) = (segs.next(), segs.next()) else {
+            return Ok(None); // the active segment, or gone
+        };
+        (
+            seg.end(),
+            seg.created_ms.saturating_sub(TIME_SLACK_MS),
+            next_seg.created_ms.saturating_add(TIME_SLACK_MS),
+        )
+    };
+    let path = segment_path(&shared.dir, first);
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let body_start = SEGMENT_HEADER_LEN + at;
+    file.seek(SeekFrom::Start(body_start))?;
+    let mut rest = Vec::new();
+    file.read_to_end(&mut rest)?;
+    let Some(found) = find_resync(&rest, end.saturating_sub(damaged + 1), lo, hi) else {
+        return Ok(None);
+    };
+    let (skip, k) = found;
+    let resume_at = body_start + skip as u64;
+    let resumed = end - k;
+    tracing::error!(
+        segment = %path.display(),
+        from = damaged,
+        to = resumed,
+        records = resumed - damaged,
+        "damaged WAL records skipped; reading resumes at offset {resumed} (byte {resume_at}), \
+         the {k} records after the damage parse to the segment's end"
+    );
+    let len = file.metadata()?.len();
+    file.seek(SeekFrom::Start(resume_at))?;
+    let mut frames = ChunkFrames::new(file, len.saturating_sub(resume_at));
+    frames.read = resume_at - SEGMENT_HEADER_LEN;
+    Ok(Some(OpenSegment {
+        first,
+        next: resumed,
+        path,
+        frames,
+    }))
+}
+
+/// In `rest` (the bytes from a damaged frame to the end of its segment): the first
+/// position after 0 from which frames parse cleanly to the very end, and how many there
+/// are (at most `max_records`); append times within `[lo, hi]`.
+fn find_resync(rest: &[u8], max_records: u64, lo: u64, hi: u64) -> Option<(usize, u64)> {
+    let header = FRAME_HEADER_LEN as usize;
+    let plausible = |p: usize| -> Option<usize> {
+        let h = rest.get(p..p + header)?;
+        let time = u64::from_le_bytes(h[8..16].try_into().ok()?);
+        if time < lo || time > hi {
+            return None;
+        }
+        let len = u32::from_le_bytes(h[0..4].try_into().ok()?);
+        if len > MAX_RECORD_BYTES {
+            return None;
+        }
+        let frame = header + len as usize;
+        let bytes = rest.get(p..p + frame)?;
+        let stored = u32::from_le_bytes(h[4..8].try_into().ok()?);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[0..4]), &bytes[8..]);
+        (crc == stored).then_some(frame)
+    };
+    'candidates: for start in 1..rest.len() {
+        let mut p = start;
+        let mut k = 0u64;
+        while p < rest.len() {
+            let Some(frame) = plausible(p) else {
+                continue 'candidates;
+            };
+            p += frame;
+            k += 1;
+            if k > max_records {
+                continue 'candidates;
+            }
+        }
+        return Some((start, k));
+    }
+    None
+}
+
+/// Counts a damaged range `[from, to)` the reader stepped over.
+fn resynced_gap(shared: &Shared, index: usize, from: u64, to: u64, batch: &mut ReadBatch) {
+    let records = to - from;
+    batch.gap = Some(Gap::Corrupt { from, to, records });
+    note_gap(shared, index, records);
 }
 
 /// Opens the segment starting at `first`, positioned at record `next`.
@@ -303,7 +463,13 @@ fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>
                 | FrameError::TooLong { .. }
                 | FrameError::Zeroed,
             ) => {
-                return Err(OpenAtError::Damaged);
+                let at = o.frames.position();
+                match resync(shared, first, o.next, at) {
+                    Ok(Some(resumed)) if resumed.next <= next => o = resumed,
+                    Ok(Some(resumed)) => return Err(OpenAtError::Lost { resumed }),
+                    Ok(None) => return Err(OpenAtError::Damaged),
+                    Err(e) => return Err(OpenAtError::Io(o.path, e)),
+                }
             }
             Err(FrameError::Io(e)) => return Err(OpenAtError::Io(o.path, e)),
         }

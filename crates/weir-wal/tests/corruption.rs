@@ -255,17 +255,21 @@ async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_ful
         }
         match scan {
             RecoveryScan::Tail => {
+                // The flip is inside one payload: only that record is lost. The frames
+                // after it parse to the segment's end, whose last offset is known (the
+                // next segment's first), so every later offset is provable.
                 assert!(report.quarantined.is_empty());
                 assert_eq!(
                     gaps,
                     vec![Gap::Corrupt {
                         from: from + 3,
-                        to,
-                        records: to - from - 3
+                        to: from + 4,
+                        records: 1
                     }]
                 );
-                let expected: Vec<u64> = (0..n).filter(|o| *o < from + 3 || *o >= to).collect();
+                let expected: Vec<u64> = (0..n).filter(|o| *o != from + 3).collect();
                 assert_eq!(got, expected);
+                assert!(to > from + 4);
             }
             RecoveryScan::Full => {
                 assert_eq!(report.quarantined.len(), 1);
@@ -284,6 +288,65 @@ async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_ful
         let stats = wal.stats();
         assert_eq!(stats.cursors[0].gaps, 1);
     }
+}
+
+/// Damage to a frame's length field (its boundary is lost, not only its CRC): reading
+/// resyncs on the next frame that parses, CRC by CRC, to the end of the sealed segment,
+/// and only the damaged record is a gap. A reader positioned after the damage (a cursor
+/// that committed past it, then a restart) resyncs the same way and goes on exactly
+/// where it was: offsets never shift.
+#[tokio::test]
+async fn a_damaged_length_field_loses_one_record_and_offsets_do_not_shift() {
+    let base = tempfile::tempdir().unwrap();
+    let (segs, n) = multi_segment_log(base.path()).await;
+    let from = first_of(&segs[1]);
+    let mut bytes = fs::read(&segs[1]).unwrap();
+    let frame = FRAME_HEADER_LEN as usize + SIZE;
+    // The high byte of record from+5's length: it now claims ~16 MiB.
+    bytes[SEGMENT_HEADER_LEN as usize + 5 * frame + 3] ^= 0x01;
+    fs::write(&segs[1], &bytes).unwrap();
+    let (_, read) = reopen_and_read(base.path()).await;
+    let gaps: Vec<Gap> = read.iter().filter_map(|(g, _)| *g).collect();
+    assert_eq!(
+        gaps,
+        vec![Gap::Corrupt {
+            from: from + 5,
+            to: from + 6,
+            records: 1
+        }]
+    );
+    let got: Vec<u64> = read
+        .iter()
+        .flat_map(|(_, offsets)| offsets.clone())
+        .collect();
+    assert_eq!(got, (0..n).filter(|o| *o != from + 5).collect::<Vec<_>>());
+
+    // A cursor that committed past the damage reopens there and reads on, unshifted.
+    let config = with_sink(small(base.path(), OnFull::Reject));
+    let (wal, _) = Wal::open(config).unwrap();
+    let mut reader = wal.reader("sink").unwrap();
+    let mut next = 0;
+    while next <= from + 8 {
+        let b = reader
+            .try_read(ReadLimits {
+                max_records: 1,
+                max_bytes: 1,
+            })
+            .await
+            .unwrap();
+        next = b.next_offset();
+        reader.commit(next).await.unwrap();
+    }
+    drop(reader);
+    wal.close().await;
+    let config = with_sink(small(base.path(), OnFull::Reject));
+    let (wal, _) = Wal::open(config).unwrap();
+    let mut reader = wal.reader("sink").unwrap();
+    let b = reader.try_read(ReadLimits::default()).await.unwrap();
+    assert!(b.gap.is_none(), "{:?}", b.gap);
+    assert_eq!(b.records[0].offset, next, "resumed where it committed");
+    assert_eq!(b.records[0].payload, payload_for(next, SIZE));
+    wal.close().await;
 }
 
 #[tokio::test]
