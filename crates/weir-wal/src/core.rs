@@ -265,6 +265,19 @@ impl Core {
         first
     }
 
+    /// Takes back writes booked from offset `first` on (`bytes` of them) that did not
+    /// reach the file: the active segment ends at `first` again.
+    pub fn unrecord_writes(&mut self, first: u64, bytes: u64) {
+        let active = self
+            .segments
+            .back_mut()
+            .expect("the writer opens a segment before writing");
+        active.count = first.saturating_sub(active.first);
+        active.bytes = active.bytes.saturating_sub(bytes);
+        active.times.forget_from(first);
+        self.disk_bytes = self.disk_bytes.saturating_sub(bytes);
+    }
+
     /// The written end (next offset to assign).
     pub fn written_end(&self) -> u64 {
         self.segments.back().map_or(self.durable_end, SegMeta::end)

@@ -51,6 +51,10 @@ pub(crate) struct Shared {
     pub fsync_us: Mutex<Histogram<u64>>,
     pub appended_records: AtomicU64,
     pub appended_bytes: AtomicU64,
+    /// Tests: the OS error (raw errno) the next segment write fails with, after writing
+    /// half of its first batch.
+    #[cfg(test)]
+    pub inject_write_error: Mutex<Option<i32>>,
 }
 
 /// Locks a mutex, ignoring poisoning (a panic elsewhere must not take the log down).
@@ -80,6 +84,14 @@ impl Shared {
         }
         let cause = lock(&self.poison_cause).clone().unwrap_or_default();
         Some(AppendError::Poisoned { cause })
+    }
+
+    /// Tests: takes the injected write error, if any.
+    #[cfg(test)]
+    pub fn take_injected_write_error(&self) -> Option<std::io::Error> {
+        lock(&self.inject_write_error)
+            .take()
+            .map(std::io::Error::from_raw_os_error)
     }
 
     /// Asks the writer to run retention (after a cursor commit).

@@ -51,6 +51,11 @@ impl TimeIndex {
         self.entries.push((offset, time_ms));
     }
 
+    /// Forgets the batch starts at or after `offset` (writes that were rolled back).
+    pub fn forget_from(&mut self, offset: u64) {
+        self.entries.retain(|&(o, _)| o < offset);
+    }
+
     /// The append time of `offset`: exact while complete, otherwise a late bound (so the
     /// age derived from it never overstates). `created_ms` and `next_created_ms` bound
     /// the segment's times when no entry does.

@@ -120,6 +120,8 @@ impl Wal {
             ),
             appended_records: AtomicU64::new(0),
             appended_bytes: AtomicU64::new(0),
+            #[cfg(test)]
+            inject_write_error: Mutex::new(None),
         });
         let writer = Writer::new(Arc::clone(&shared), opened.active);
         let dir_lock = opened.lock;

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, IoSlice, Write};
+use std::io::{self, IoSlice, Seek, Write};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -321,9 +321,23 @@ impl Writer {
                 .iter()
                 .map(|(job, _)| IoSlice::new(job.batch.bytes()))
                 .collect();
+            #[cfg(test)]
+            let result = match self.shared.take_injected_write_error() {
+                // A short write, then the error: as a disk filling mid-write does.
+                Some(e) => {
+                    let half = slices.first().map_or(0, |s| s.len() / 2);
+                    let _ = self.file.write_all(&slices[0][..half]);
+                    Err(e)
+                }
+                None => write_all_vectored(&mut self.file, &mut slices),
+            };
+            #[cfg(not(test))]
             let result = write_all_vectored(&mut self.file, &mut slices);
             drop(slices);
             if let Err(e) = result {
+                if is_resource_error(&e) {
+                    return self.roll_back_unflushed(from, &e);
+                }
                 self.fail(format!("writing a batch: {e}"), None);
                 return false;
             }
@@ -337,6 +351,78 @@ impl Writer {
             for (job, range) in self.written.drain(..) {
                 let _ = job.reply.send(Ok(range));
             }
+        }
+        true
+    }
+
+    /// The write of `written[from..]` failed for want of space: none of it was answered
+    /// or fsynced, so the segment is cut back to where it ended before them (whatever
+    /// part reached the file goes) and they are taken off the books. Then, by `on_full`,
+    /// they are refused (`reject`: [`AppendError::NoSpace`]) or wait at the head of the
+    /// queue and are written again once room returns. False (and the log poisoned) only
+    /// if the cut fails: then what is on disk is not known.
+    fn roll_back_unflushed(&mut self, from: usize, cause: &io::Error) -> bool {
+        let failed: Vec<(Job, Range<u64>)> = self.written.drain(from..).collect();
+        self.unflushed = 0;
+        let Some(first) = failed.first().map(|(_, r)| r.start) else {
+            return true;
+        };
+        let bytes: u64 = failed.iter().map(|(j, _)| j.batch.encoded_len()).sum();
+        let records: u64 = failed.iter().map(|(j, _)| j.batch.len()).sum();
+        let keep = {
+            let core = self.shared.core();
+            core.segments
+                .back()
+                .map_or(0, |s| s.bytes)
+                .saturating_sub(bytes)
+        };
+        let cut = self
+            .file
+            .set_len(keep)
+            .and_then(|()| self.file.seek(io::SeekFrom::Start(keep)).map(|_| ()));
+        if let Err(e) = cut {
+            self.written.extend(failed);
+            self.unflushed = self.written.len() - from;
+            self.fail(
+                format!("writing a batch: {cause}; cutting the segment back to {keep} bytes: {e}"),
+                None,
+            );
+            return false;
+        }
+        let on_full = {
+            let mut core = self.shared.core();
+            core.unrecord_writes(first, bytes);
+            core.fs_room = 0;
+            self.shared
+                .disk_bytes
+                .store(core.disk_bytes, Ordering::Relaxed);
+            core.on_full
+        };
+        self.shared
+            .appended_records
+            .fetch_sub(records, Ordering::Relaxed);
+        self.shared
+            .appended_bytes
+            .fetch_sub(bytes, Ordering::Relaxed);
+        self.resource_short(Some(&format!("writing to the active segment: {cause}")));
+        if on_full == crate::OnFull::Reject {
+            for (job, _) in failed {
+                if let Some(link) = &job.chain {
+                    link.refused();
+                }
+                let needed = job.batch.encoded_len();
+                let _ = job.reply.send(Err(AppendError::NoSpace {
+                    batch: job.batch,
+                    room: 0,
+                    reserve: FS_RESERVE,
+                    needed,
+                }));
+            }
+        } else {
+            for (job, _) in failed.into_iter().rev() {
+                self.pending.push_front(job);
+            }
+            self.blocked = true;
         }
         true
     }
@@ -568,3 +654,7 @@ fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Re
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;
