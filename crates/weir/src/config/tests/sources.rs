@@ -118,7 +118,6 @@ fn http_file_and_nats_sources_check_their_keys() {
     assert_eq!(
         paths,
         [
-            "sources.s.type",
             "sources.s.url",
             "sources.s.consumer",
             "sources.s.fetch_batch"
