@@ -250,7 +250,18 @@ fn validate_estimate(config: &Path) -> u64 {
 fn a_round_trip_delivers_every_message_in_order() {
     let (root, _server, js) = one_server();
     const N: usize = 100_000;
-    publish(&js, N, 10, 0);
+    publish(&js, N - 1, 10, 0);
+    // The last one (in.9:9999) carries headers.
+    js.rt.block_on(async {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("X-Test", "yes");
+        js.js
+            .publish_with_headers("in.9", headers, "in.9:9999".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("puback");
+    });
     let weir = Weir::new(root.path(), "w");
     let config = weir.config(
         &[_server.url()],
@@ -271,6 +282,12 @@ fn a_round_trip_delivers_every_message_in_order() {
     assert_eq!(first["attributes"]["nats.seq"], "1");
     assert_eq!(first["attributes"]["nats.subject"], "in.0");
     assert_eq!(first["attributes"]["nats.redelivered"], "false");
+    let last = ndjson_lines(&weir.out())
+        .into_iter()
+        .find(|v| v["payload"] == "in.9:9999")
+        .expect("the message with headers");
+    assert_eq!(last["attributes"]["nats.header.X-Test"], "yes", "{last}");
+    assert_eq!(last["attributes"]["nats.seq"], N.to_string());
     assert_eq!(daemon.stop(), Some(0));
     let (ack_pending, redelivered, pending) = js.consumer_info("S", "weir");
     assert_eq!((ack_pending, redelivered, pending), (0, 0, 0));

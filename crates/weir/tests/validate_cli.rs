@@ -68,7 +68,15 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
 
 #[test]
 fn every_example_is_valid() {
-    for name in ["quickstart", "http", "mqtt", "http-sink", "s3"] {
+    for name in [
+        "quickstart",
+        "http",
+        "mqtt",
+        "http-sink",
+        "s3",
+        "nats",
+        "mqtt-to-nats",
+    ] {
         let output = validate(&repo_root().join(format!("examples/{name}.toml")));
         assert!(output.status.success(), "{name}: {}", stderr(&output));
     }
@@ -258,6 +266,23 @@ max_open_files = 2
         !dir.path().join("d").exists(),
         "weir run created its data_dir: {run_err}"
     );
+}
+
+/// The NATS source's credits (`max_inflight × max_message_bytes`) and the NATS sink's
+/// publishes in flight are in the inventory.
+#[test]
+fn the_nats_source_and_sink_show_their_bounds() {
+    let output = validate(&repo_root().join("examples/nats.toml"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains("sources.events.credits      256      64 MiB  messages fetched, not yet durable: max_inflight 256 × max_message_bytes 256 KiB"),
+        "{out}"
+    );
+    let output = validate(&repo_root().join("examples/mqtt-to-nats.toml"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("sinks.core.publishes         256"), "{out}");
 }
 
 /// The object-store sink's memory is in the inventory: the parts uploading
