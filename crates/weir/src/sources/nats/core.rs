@@ -121,9 +121,9 @@ pub enum Fetched {
     /// A redelivery of a message still on its way to the WAL: not written twice; its
     /// newest reply subject is the one acked.
     AlreadyPending,
-    /// A redelivery of a message already made durable in this run: ack it (the reply
-    /// given), do not write it again.
-    AlreadyDurable,
+    /// A redelivery of a message already made durable in this run: ack it (its reply
+    /// subject, handed back), do not write it again.
+    AlreadyDurable(String),
 }
 
 /// A message fetched and not yet acked.
@@ -228,25 +228,24 @@ impl Ledger {
 
     /// A message was fetched: stream sequence `seq`, delivery count `delivered`, its
     /// ack subject `reply`.
-    pub fn fetched(&mut self, seq: u64, delivered: u64, reply: &str, now_ms: u64) -> Fetched {
+    pub fn fetched(&mut self, seq: u64, delivered: u64, reply: String, now_ms: u64) -> Fetched {
         self.status.fetched += 1;
         if delivered > 1 {
             self.status.redelivered += 1;
         }
         if let Some(p) = self.pending.get_mut(&seq) {
-            p.reply.clear();
-            p.reply.push_str(reply);
+            p.reply = reply;
             p.touched_ms = now_ms;
             return Fetched::AlreadyPending;
         }
         if delivered > 1 && self.durable.contains(&seq) {
             self.status.duplicates_acked += 1;
-            return Fetched::AlreadyDurable;
+            return Fetched::AlreadyDurable(reply);
         }
         self.pending.insert(
             seq,
             Pending {
-                reply: reply.to_owned(),
+                reply,
                 touched_ms: now_ms,
             },
         );
@@ -371,15 +370,18 @@ mod tests {
     #[test]
     fn acks_follow_durability_and_redeliveries_are_not_written_twice() {
         let mut l = ledger();
-        assert_eq!(l.fetched(1, 1, "r1", 0), Fetched::New);
-        assert_eq!(l.fetched(2, 1, "r2", 0), Fetched::New);
+        assert_eq!(l.fetched(1, 1, "r1".into(), 0), Fetched::New);
+        assert_eq!(l.fetched(2, 1, "r2".into(), 0), Fetched::New);
         assert_eq!(l.outstanding(), 2);
         // Redelivered while still on its way: the newest reply is the one acked.
-        assert_eq!(l.fetched(2, 2, "r2b", 10), Fetched::AlreadyPending);
+        assert_eq!(l.fetched(2, 2, "r2b".into(), 10), Fetched::AlreadyPending);
         assert_eq!(l.durable(&[1, 2]), vec!["r1".to_owned(), "r2b".to_owned()]);
         assert_eq!(l.outstanding(), 0);
         // Redelivered after it was made durable (its ack was lost).
-        assert_eq!(l.fetched(1, 2, "r1b", 20), Fetched::AlreadyDurable);
+        assert_eq!(
+            l.fetched(1, 2, "r1b".into(), 20),
+            Fetched::AlreadyDurable("r1b".into())
+        );
         let s = l.status();
         assert_eq!((s.fetched, s.redelivered, s.duplicates_acked), (4, 2, 1));
     }
@@ -388,20 +390,23 @@ mod tests {
     fn remembered_sequences_are_bounded() {
         let mut l = ledger();
         for seq in 1..=10 {
-            let _ = l.fetched(seq, 1, "r", 0);
+            let _ = l.fetched(seq, 1, "r".into(), 0);
         }
         let _ = l.durable(&(1..=10).collect::<Vec<_>>());
         assert_eq!(l.durable.len(), 4);
         // An old one is forgotten: written again (at least once).
-        assert_eq!(l.fetched(1, 2, "r", 0), Fetched::New);
-        assert_eq!(l.fetched(10, 2, "r", 0), Fetched::AlreadyDurable);
+        assert_eq!(l.fetched(1, 2, "r".into(), 0), Fetched::New);
+        assert_eq!(
+            l.fetched(10, 2, "r".into(), 0),
+            Fetched::AlreadyDurable("r".into())
+        );
     }
 
     #[test]
     fn progress_acks_go_out_at_half_of_ack_wait() {
         let mut l = ledger();
-        let _ = l.fetched(1, 1, "r1", 0);
-        let _ = l.fetched(2, 1, "r2", 300);
+        let _ = l.fetched(1, 1, "r1".into(), 0);
+        let _ = l.fetched(2, 1, "r2".into(), 300);
         assert!(l.progress_due(400).is_empty());
         assert_eq!(l.progress_due(500), vec!["r1".to_owned()]);
         assert!(l.progress_due(700).is_empty());

@@ -448,7 +448,6 @@ async fn fetch_loop(
     let fetch_batch = u64::from(config.fetch_batch.get());
     let stream: Arc<str> = config.stream.as_str().into();
     let mut failures = 0u32;
-    let mut wire = Vec::new();
     'fetching: loop {
         let demand = tokio::select! {
             biased;
@@ -508,11 +507,11 @@ async fn fetch_loop(
             };
             let seq = info.stream_sequence;
             let delivered = u64::try_from(info.delivered).unwrap_or(1);
-            let fetched = shared.ledger().fetched(seq, delivered, &reply, now_ms());
+            let fetched = shared.ledger().fetched(seq, delivered, reply, now_ms());
             match fetched {
                 Fetched::New => {}
                 Fetched::AlreadyPending => continue,
-                Fetched::AlreadyDurable => {
+                Fetched::AlreadyDurable(reply) => {
                     ack(&connected.client, shared, reply, false).await;
                     continue;
                 }
@@ -524,7 +523,6 @@ async fn fetch_loop(
                 delivered > 1,
                 &message,
                 max_message_bytes,
-                &mut wire,
             );
             if let Err(e) = tx.send(item).await {
                 drop(e);
@@ -547,7 +545,6 @@ fn encode(
     redelivered: bool,
     message: &async_nats::jetstream::Message,
     max_message_bytes: u64,
-    wire: &mut Vec<u8>,
 ) -> Item {
     let subject = message.subject.as_str();
     if message.payload.len() as u64 > max_message_bytes {
@@ -586,9 +583,9 @@ fn encode(
         .iter()
         .map(|(k, v)| (k.as_str(), *v))
         .chain(fixed.iter().copied());
-    wire.clear();
+    let mut wire = Vec::with_capacity(message.payload.len() + 2 * subject.len() + 160);
     crate::record::encode_parts(
-        wire,
+        &mut wire,
         name,
         subject,
         crate::record::now_ms(),
@@ -597,7 +594,7 @@ fn encode(
     );
     Item {
         seq,
-        work: Work::Append(wire.clone()),
+        work: Work::Append(wire),
     }
 }
 
