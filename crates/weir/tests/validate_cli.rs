@@ -68,7 +68,15 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
 
 #[test]
 fn every_example_is_valid() {
-    for name in ["quickstart", "http", "mqtt", "http-sink", "s3"] {
+    for name in [
+        "quickstart",
+        "http",
+        "mqtt",
+        "http-sink",
+        "s3",
+        "nats",
+        "mqtt-to-nats",
+    ] {
         let output = validate(&repo_root().join(format!("examples/{name}.toml")));
         assert!(output.status.success(), "{name}: {}", stderr(&output));
     }
@@ -195,9 +203,10 @@ fn an_estimate_above_the_target_warns_but_stays_valid() {
     );
 }
 
-/// A type `weir run` cannot drive is a `weir validate` error, not "valid"; a key it
-/// does not use (the Parquet sink's old `max_open_files`) is unknown. `weir run` refuses
-/// the same file with the same errors.
+/// A key a component does not use (the Parquet sink's old `max_open_files`) is unknown
+/// and a bad choice is named: a `weir validate` error, not "valid". `weir run` refuses
+/// the same file with the same errors, before it connects to anything (the `nats`
+/// source's server is not running) or creates its data_dir.
 #[test]
 fn validate_refuses_what_run_cannot_drive() {
     let text = r#"
@@ -226,7 +235,6 @@ max_open_files = 2
     assert!(!output.status.success());
     let err = stderr(&output);
     for needle in [
-        r#"sources.js.type: "nats" sources are not built yet in this version of weir"#,
         r#"sinks.api.encoding: expected one of "ndjson", "json_array", "payload""#,
         "sinks.lake.max_open_files: unknown key",
     ] {
@@ -250,11 +258,31 @@ max_open_files = 2
         .expect("the weir binary runs");
     assert_eq!(run.status.code(), Some(1));
     let run_err = stderr(&run);
-    assert!(run_err.contains("not built yet"), "{run_err}");
+    assert!(
+        run_err.contains("sinks.lake.max_open_files: unknown key"),
+        "{run_err}"
+    );
     assert!(
         !dir.path().join("d").exists(),
         "weir run created its data_dir: {run_err}"
     );
+}
+
+/// The NATS source's credits (`max_inflight × max_message_bytes`) and the NATS sink's
+/// publishes in flight are in the inventory.
+#[test]
+fn the_nats_source_and_sink_show_their_bounds() {
+    let output = validate(&repo_root().join("examples/nats.toml"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains("sources.events.credits      256      64 MiB  messages fetched, not yet durable: max_inflight 256 × max_message_bytes 256 KiB"),
+        "{out}"
+    );
+    let output = validate(&repo_root().join("examples/mqtt-to-nats.toml"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("sinks.core.publishes         256"), "{out}");
 }
 
 /// The object-store sink's memory is in the inventory: the parts uploading

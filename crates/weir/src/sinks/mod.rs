@@ -17,12 +17,14 @@
 //! | [`blackhole`] | nothing; counts, optionally at a limited rate | at once |
 //! | [`object_store`] | Parquet or NDJSON objects in S3, GCS, Azure, a directory | the object's PUT or CompleteMultipartUpload succeeded, in WAL order |
 //! | [`http`] | batches sent to an HTTP endpoint | the endpoint answered 2xx (refused records: in the quarantine) |
+//! | [`nats`] | messages published to a JetStream subject | every PubAck of the batch came back (deduplicated by `Nats-Msg-Id` on replay) |
 
 pub mod blackhole;
 mod component;
 mod config;
 pub mod file;
 pub mod http;
+pub mod nats;
 pub mod object_store;
 pub mod parquet;
 pub mod rotate;
@@ -140,6 +142,7 @@ registry! {
     Blackhole => blackhole::BlackholeConfig,
     ObjectStore => object_store::ObjectStoreConfig,
     Http => http::HttpSinkConfig,
+    Nats => nats::NatsSinkConfig,
 }
 
 /// Reads the keys of a sink type that is not built yet; whether they were valid.

@@ -5,6 +5,7 @@
 
 pub mod http_target;
 pub mod mosquitto;
+pub mod nats;
 pub mod s3;
 
 use std::io::{Read, Write};

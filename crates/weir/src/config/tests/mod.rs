@@ -172,7 +172,7 @@ fn an_unknown_type_is_one_error_with_a_suggestion() {
     assert_eq!(
         errors,
         [
-            r#"sinks.lake.type: expected one of "file", "parquet", "blackhole", "object_store", "http", found "parket" (did you mean "parquet"?)"#
+            r#"sinks.lake.type: expected one of "file", "parquet", "blackhole", "object_store", "http", "nats", found "parket" (did you mean "parquet"?)"#
         ]
     );
     let missing = errors_of_source("rate = 5");

@@ -181,7 +181,7 @@ fn tls_config(config: &MqttConfig) -> Result<rumqttc::TlsConfiguration, String> 
 }
 
 /// Every certificate of the PEM file `path`; each must be a usable trust anchor.
-fn file_roots(path: &Path) -> Result<RootCertStore, String> {
+pub(crate) fn file_roots(path: &Path) -> Result<RootCertStore, String> {
     let shown = path.display();
     let pem = std::fs::read(path).map_err(|e| format!("ca_file: cannot read {shown}: {e}"))?;
     let certs = CertificateDer::pem_slice_iter(&pem)
@@ -206,7 +206,7 @@ fn file_roots(path: &Path) -> Result<RootCertStore, String> {
 }
 
 /// The system's CA certificates (those that parse).
-fn system_roots() -> Result<RootCertStore, String> {
+pub(crate) fn system_roots() -> Result<RootCertStore, String> {
     let found = rustls_native_certs::load_native_certs();
     let mut roots = RootCertStore::empty();
     roots.add_parsable_certificates(found.certs);

@@ -1,7 +1,42 @@
-//! `type = "nats"`: a NATS JetStream durable pull consumer (credits are
-//! `max_ack_pending`, acked once durable). Not built yet: [`NatsConfig`] reads and
-//! checks its keys, and the registry refuses the type.
+//! The `nats` source: a NATS JetStream durable pull consumer whose credits are the
+//! messages fetched and not yet durable, each acked only once its WAL batch is fsynced.
+//!
+//! At startup ([`StartSource::check`](crate::sources::StartSource::check)) it connects
+//! (the first answering server of `url`), refuses more than one subject below
+//! nats-server 2.10 (older servers ignore `filter_subjects` and deliver the whole
+//! stream), creates the durable consumer or binds an existing one, refuses an ack
+//! policy other than `explicit`, checks the filter the server reports, and warns (log
+//! and `/status`) about a `max_ack_pending` below `max_inflight × instances`, a finite
+//! `max_deliver`, and a duplicate window shorter than `ack_wait`.
+//!
+//! Three tasks share a [`core::Ledger`]:
+//!
+//! - the **fetcher** is the sender of a weir-flow credit channel: it waits for demand
+//!   and fetches at most `min(demand, fetch_batch)` messages, so at most
+//!   `max_inflight` messages are fetched and not yet durable. When the WAL is full it
+//!   gets no demand and simply stops pulling (the stream keeps the backlog, nothing is
+//!   nacked into `max_deliver`). A redelivery of a message already durable in this run
+//!   is acked at once and not written again;
+//! - the **appender** is the receiver: it grants `max_inflight` up front, takes what
+//!   arrived in stream order, one unit (up to 4096 records or 4 MiB) at a time, admits
+//!   and appends it to the WAL, and once durable acks each message (`+ACK`, or a
+//!   confirmed double ack with `ack_confirm`) and grants the freed credits back;
+//! - the **progress** task sends `+WPI` for every message waiting longer than half of
+//!   the consumer's `ack_wait` (a full WAL, a slow fsync), so JetStream does not
+//!   redeliver it, and reads the consumer's info (ack pending) for `/status`.
+//!
+//! Records: key = subject; attributes `nats.stream`, `nats.seq`, `nats.subject`,
+//! `nats.redelivered` and each header as `nats.header.NAME`. A message above
+//! `max_message_bytes` goes to the quarantine, then is acked.
+//!
+//! Delivery: at least once. After a crash the server redelivers what was not acked
+//! (after `ack_wait`); what was acked is in the WAL. Several instances bound to one
+//! consumer share the stream: each message is durable in one instance's WAL.
 
+pub mod client;
 mod config;
+pub mod core;
+mod shell;
 
-pub use self::config::NatsConfig;
+pub use self::config::{DeliverPolicy, NatsConfig};
+pub use self::shell::{Connected, Shared, register, run};

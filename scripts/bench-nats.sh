@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# NATS JetStream ingest benchmark (not a test, not in CI): JetStream → the release
+# `weir` (nats source → WAL, fsynced → blackhole) next to a bare async-nats pull
+# consumer that acks each message at once with no WAL, on the same server in the same
+# run, for 100 B and 1 KiB messages. Prints msg/s, MB/s, the ratio weir / bare, CPU
+# per message and peak RSS of each (see crates/weir/benches/nats.rs).
+#
+#   ./scripts/bench-nats.sh [N]        # N messages per case, default 200000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null ||
+  apt-get install -y -qq nats-server >/dev/null
+WEIR_BENCH_N="${1:-200000}" cargo bench -q -p weir --bench nats
