@@ -55,6 +55,8 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
         "sinks.lake.encoder",
         "sinks.slow.channel",
         "runtime.log_queue",
+        "runtime.history",
+        "/history ring: 900 samples (15m at one a second) × (1 + 39 series) × 8 bytes",
         "memory estimate:",
         "of runtime.memory_target = 256 MiB",
         "32 MiB",
