@@ -54,6 +54,14 @@ export WEIR_MOSQUITTO
 WEIR_S3S="$(scripts/install-s3s.sh)"
 export WEIR_S3S
 
+# The dashboard's browser test runs Debian's headless Chromium (CHROME names another
+# binary, e.g. on Ubuntu where apt's chromium is a snap wrapper); `weir top`'s test
+# reads its screen from a private tmux server.
+if [ -z "${CHROME:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  apt_install chromium
+fi
+command -v tmux >/dev/null 2>&1 || apt_install tmux
+
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
 

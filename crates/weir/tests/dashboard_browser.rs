@@ -209,7 +209,10 @@ fn the_dashboard_shows_the_wave_from_a_stalled_sink() {
     assert!(text_of(&dom, "forecast").contains("Full"), "{dom}");
     // The sink table and the per-source panel.
     let sinks = text_of(&dom, "sinks");
-    assert!(sinks.contains("stalled") && sinks.contains("lake"), "{sinks}");
+    assert!(
+        sinks.contains("stalled") && sinks.contains("lake"),
+        "{sinks}"
+    );
     assert!(text_of(&dom, "source-panels").contains("waiting_ms"));
 
     // A screenshot under the target directory.
