@@ -25,6 +25,10 @@ use weir_wal::Wal;
 use crate::pipeline::stats::{SinkStats, SourceStats, get};
 use crate::telemetry::Telemetry;
 
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;
+
 /// Everything the runtime reports on.
 pub struct Registry {
     /// The WAL.

@@ -53,6 +53,9 @@ pub enum SeriesKind {
 enum Read {
     /// A number in a status section: the section's key, then the keys inside it.
     Section(Vec<String>),
+    /// A count in a status section that lists only what is non-zero: 0 when the
+    /// section is there without the entry, absent without the section.
+    Count(Vec<String>),
     /// A queue's fill (0 to 1).
     QueueFill(String),
     /// A queue's depth in items.
@@ -172,7 +175,7 @@ impl HistoryLayout {
             layout.counter(
                 format!("sinks.{name}.quarantine_dropped"),
                 "records",
-                Read::Section(path(&["quarantine", "sinks", name, "dropped"])),
+                Read::Count(path(&["quarantine", "sinks", name, "dropped"])),
             );
         }
         let queues = std::iter::once("source->wal".to_owned())
@@ -250,6 +253,17 @@ fn read_one(read: &Read, report: &StatusReport) -> Option<f64> {
             let mut value = report.sections.get(first)?;
             for key in rest {
                 value = value.get(key)?;
+            }
+            value.as_f64()
+        }
+        Read::Count(keys) => {
+            let (first, rest) = keys.split_first()?;
+            let mut value = report.sections.get(first)?;
+            for key in rest {
+                match value.get(key) {
+                    Some(inner) => value = inner,
+                    None => return Some(0.0),
+                }
             }
             value.as_f64()
         }
