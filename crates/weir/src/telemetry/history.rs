@@ -486,6 +486,19 @@ impl History {
         8 * (ring.t_unix_ms.capacity() as u64 + ring.values.capacity() as u64)
     }
 
+    /// What `/status` reports under `history`: samples held and the ring's bounds.
+    pub fn status(&self) -> serde_json::Value {
+        let ring = self.lock();
+        serde_json::json!({
+            "held": ring.len,
+            "capacity": ring.capacity,
+            "interval_ms": u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX),
+            "series": self.layout.series.len(),
+            "memory_bytes": 8 * (ring.t_unix_ms.capacity() as u64 + ring.values.capacity() as u64),
+            "newest_unix_ms": (ring.len > 0).then(|| ring.time(ring.len - 1)),
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
         self.ring.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -578,7 +591,8 @@ impl super::Telemetry {
     }
 
     /// Installs `history` without a sampler (tests, benchmarks): samples are taken by
-    /// [`sample_history`](Self::sample_history).
+    /// [`sample_history`](Self::sample_history). `/status` reports it under `history`
+    /// (samples held, capacity, interval, series, memory, newest sample).
     ///
     /// # Panics
     ///
@@ -589,6 +603,8 @@ impl super::Telemetry {
             self.set_history(std::sync::Arc::clone(&history)),
             "a history is already installed"
         );
+        let shown = std::sync::Arc::clone(&history);
+        self.register_status("history", move || shown.status());
         history
     }
 

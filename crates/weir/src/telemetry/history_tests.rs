@@ -172,6 +172,12 @@ fn values_agree_with_status_and_metrics_and_absent_ones_are_null() {
             "{absent}"
         );
     }
+    let shown = &telemetry.status().sections["history"];
+    assert_eq!(shown["held"], 1);
+    assert_eq!(shown["capacity"], 10);
+    assert_eq!(shown["interval_ms"], 1000);
+    assert_eq!(shown["series"], 27);
+    assert_eq!(shown["memory_bytes"], 10 * 28 * 8);
     let json = serde_json::to_value(&report).expect("json");
     assert!(
         json["series"]
