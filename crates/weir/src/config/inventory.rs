@@ -217,9 +217,9 @@ row_group_bytes = "5 MiB"
                 ("sinks.store.channel", Some(2), 2 * MIB),
                 ("sinks.store.encoder", Some(1), 5 * MIB),
                 ("runtime.log_queue", Some(10), 10 * KIB),
-                // 2 sources × 6 + the WAL's 7 + 2 sinks × 10 + 3 queues × 2 = 45
+                // 2 sources × 7 + the WAL's 7 + 2 sinks × 10 + 3 queues × 2 = 47
                 // series, and a timestamp, for each of 900 samples.
-                ("runtime.history", Some(900), 900 * (1 + 45) * 8),
+                ("runtime.history", Some(900), 900 * (1 + 47) * 8),
             ]
         );
         let hand_sum = 3 * 16 * KIB
@@ -230,7 +230,7 @@ row_group_bytes = "5 MiB"
             + 2 * MIB
             + 5 * MIB
             + 10 * KIB
-            + 900 * 46 * 8;
+            + 900 * 48 * 8;
         assert_eq!(inventory.memory_estimate_bytes, hand_sum);
         assert_eq!(inventory.memory_target_bytes, MIB);
         assert!(inventory.over_target());

@@ -56,6 +56,10 @@ enum Read {
     /// A count in a status section that lists only what is non-zero: 0 when the
     /// section is there without the entry, absent without the section.
     Count(Vec<String>),
+    /// The sum of every number whose key contains `dropped` in a source's own details
+    /// (`sources.NAME.TYPE`: MQTT's `qos0_dropped` and `qos0_dropped_at_shutdown`, any
+    /// other type's drops named the same way); 0 for a source without details.
+    SourceDropped(String),
     /// A queue's fill (0 to 1).
     QueueFill(String),
     /// A queue's depth in items.
@@ -87,7 +91,8 @@ impl HistoryLayout {
     ///
     /// - per source: `state`, `records`, `bytes`, `refused_records` (WAL refused),
     ///   `refused_requests` (requests answered 503), `waiting_ms` (how long its current
-    ///   wait for admission has lasted);
+    ///   wait for admission has lasted), `dropped` (by its own policy, e.g. MQTT QoS 0
+    ///   drops: every `*dropped*` number of its details summed);
     /// - the WAL: `state`, `appended_records`, `appended_bytes`, `disk_bytes`,
     ///   `max_disk`, `budget_used`, `evicted_records` (drop_oldest);
     /// - per sink: `state`, `records`, `bytes`, `lag_records`, `lag_bytes`,
@@ -114,6 +119,11 @@ impl HistoryLayout {
                 at("refused_requests"),
             );
             layout.gauge(format!("sources.{name}.waiting_ms"), "ms", at("waiting_ms"));
+            layout.counter(
+                format!("sources.{name}.dropped"),
+                "records",
+                Read::SourceDropped(name.to_owned()),
+            );
         }
         let wal = |key: &str| Read::Section(path(&["wal", key]));
         layout.push("wal.state", SeriesKind::Gauge, "state", {
@@ -266,6 +276,17 @@ fn read_one(read: &Read, report: &StatusReport) -> Option<f64> {
                 }
             }
             value.as_f64()
+        }
+        Read::SourceDropped(name) => {
+            let source = report.sections.get("sources")?.get(name)?.as_object()?;
+            let dropped = source
+                .values()
+                .filter_map(serde_json::Value::as_object)
+                .flat_map(|detail| detail.iter())
+                .filter(|(key, _)| key.contains("dropped"))
+                .filter_map(|(_, v)| v.as_f64())
+                .sum();
+            Some(dropped)
         }
         Read::QueueFill(name) => report.queues.iter().find(|q| &q.name == name)?.fill,
         Read::QueueDepth(name) => report

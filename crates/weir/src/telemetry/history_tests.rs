@@ -20,7 +20,8 @@ fn wired(records: &Arc<AtomicU64>, lag: &Arc<AtomicU64>, disk: &Arc<AtomicU64>) 
         .set_state(State::Running);
     let r = Arc::clone(records);
     telemetry.register_status("sources", move || {
-        serde_json::json!({"gen": {"records": r.load(Ordering::Relaxed), "bytes": 10, "waiting_ms": 3200}})
+        serde_json::json!({"gen": {"records": r.load(Ordering::Relaxed), "bytes": 10, "waiting_ms": 3200,
+                                    "mqtt": {"qos0_dropped": 5, "qos0_dropped_at_shutdown": 1, "unacked": 9}}})
     });
     let (l, r) = (Arc::clone(lag), Arc::clone(records));
     telemetry.register_status("sinks", move || {
@@ -70,8 +71,8 @@ fn metric(text: &str, line_start: &str) -> f64 {
 fn the_layout_names_every_component_and_its_memory_is_one_allocation() {
     let layout = layout();
     let names: Vec<&str> = layout.series().iter().map(|s| s.name.as_str()).collect();
-    // 1 source × 6 + the WAL's 7 + 1 sink × 10 + 2 queues × 2.
-    assert_eq!(names.len(), 27, "{names:?}");
+    // 1 source × 7 + the WAL's 7 + 1 sink × 10 + 2 queues × 2.
+    assert_eq!(names.len(), 28, "{names:?}");
     for name in [
         "sources.gen.records",
         "sources.gen.refused_records",
@@ -85,7 +86,7 @@ fn the_layout_names_every_component_and_its_memory_is_one_allocation() {
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
-    assert_eq!(layout.memory_bytes(SAMPLES), 900 * 28 * 8);
+    assert_eq!(layout.memory_bytes(SAMPLES), 900 * 29 * 8);
     let history = History::new(layout.clone(), SAMPLE_INTERVAL, SAMPLES);
     assert_eq!(history.memory_bytes(), layout.memory_bytes(SAMPLES));
     assert_eq!(SAMPLES as u64 * SAMPLE_INTERVAL.as_secs(), WINDOW.as_secs());
@@ -154,6 +155,11 @@ fn values_agree_with_status_and_metrics_and_absent_ones_are_null() {
     let status = telemetry.status();
     assert_eq!(report.last("sinks.lake.records"), Some(2121.0));
     assert_eq!(report.last("sources.gen.waiting_ms"), Some(3200.0));
+    assert_eq!(
+        report.last("sources.gen.dropped"),
+        Some(6.0),
+        "the details' drops summed"
+    );
     let state = State::NAMES.iter().position(|s| *s == "backpressured");
     assert_eq!(report.last("sources.gen.state"), state.map(|i| i as f64));
     assert_eq!(
@@ -176,8 +182,8 @@ fn values_agree_with_status_and_metrics_and_absent_ones_are_null() {
     assert_eq!(shown["held"], 1);
     assert_eq!(shown["capacity"], 10);
     assert_eq!(shown["interval_ms"], 1000);
-    assert_eq!(shown["series"], 27);
-    assert_eq!(shown["memory_bytes"], 10 * 28 * 8);
+    assert_eq!(shown["series"], 28);
+    assert_eq!(shown["memory_bytes"], 10 * 29 * 8);
     let json = serde_json::to_value(&report).expect("json");
     assert!(
         json["series"]
