@@ -70,6 +70,14 @@ if [ ! -x "$nats_venv/bin/nats-server" ]; then
 fi
 export WEIR_NATS_SERVER_NEW="$nats_venv/bin/nats-server"
 
+# The dashboard's browser test runs Debian's headless Chromium (CHROME names another
+# binary, e.g. on Ubuntu where apt's chromium is a snap wrapper); `weir top`'s test
+# reads its screen from a private tmux server.
+if [ -z "${CHROME:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  apt_install chromium
+fi
+command -v tmux >/dev/null 2>&1 || apt_install tmux
+
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
 

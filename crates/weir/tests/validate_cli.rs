@@ -55,6 +55,8 @@ fn quickstart_is_valid_and_prints_inventory_estimate_budgets_and_hash() {
         "sinks.lake.encoder",
         "sinks.slow.channel",
         "runtime.log_queue",
+        "runtime.history",
+        "/history ring: 900 samples (15m at one a second) × (1 + 40 series) × 8 bytes",
         "memory estimate:",
         "of runtime.memory_target = 256 MiB",
         "32 MiB",
@@ -170,8 +172,11 @@ row_group_bytes = "256 KiB"
 "#;
 
 /// 50 × 1000 (batch) + 128 KiB (WAL) + 2 × 64 KiB (sink channel) + 256 KiB (the open
-/// file's row group) + 16 × 1 KiB (logs).
-const SMALL_ESTIMATE: u64 = 50 * 1000 + 128 * 1024 + 2 * 64 * 1024 + 256 * 1024 + 16 * 1024;
+/// file's row group) + 16 × 1 KiB (logs) + the `/history` ring: 900 samples × (1 + 28
+/// series: 7 for the source, 7 for the WAL, 10 for the sink, 2 for each of 2 queues)
+/// × 8 bytes.
+const SMALL_ESTIMATE: u64 =
+    50 * 1000 + 128 * 1024 + 2 * 64 * 1024 + 256 * 1024 + 16 * 1024 + 900 * 29 * 8;
 
 #[test]
 fn the_memory_estimate_is_the_hand_computed_sum() {

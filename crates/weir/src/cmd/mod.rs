@@ -13,6 +13,7 @@ macro_rules! out {
 pub mod lab;
 pub mod run;
 pub mod status;
+pub mod top;
 pub mod validate;
 pub mod wal;
 
@@ -36,6 +37,8 @@ enum Command {
     Run(run::RunArgs),
     /// Ask a running daemon for its status: component states, queue fill, WAL and sinks.
     Status(status::StatusArgs),
+    /// Watch a running daemon in the terminal: components, rates, queue fill, WAL budget, sink lag.
+    Top(top::TopArgs),
     /// Inspect or verify a write-ahead log directory.
     #[command(subcommand)]
     Wal(wal::WalCommand),
@@ -65,6 +68,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Run(args) => run::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Status(args) => status::run(args),
+        Command::Top(args) => top::run(args),
         Command::Wal(command) => wal::run(command),
     };
     match result {

@@ -91,13 +91,31 @@ fn fetch_body(
     timeout: Duration,
     max_body_bytes: usize,
 ) -> anyhow::Result<String> {
+    fetch_path(addr, "/status", timeout, max_body_bytes)
+}
+
+/// `GET path` (`/status`, `/history?since=…`) from `addr`: the body of a 200 answer,
+/// at most `max_body_bytes`, all within `timeout`. `weir top` reads both endpoints
+/// through it.
+///
+/// # Errors
+///
+/// As for [`fetch_status_body`].
+pub fn fetch_path(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+    max_body_bytes: usize,
+) -> anyhow::Result<String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
-        .context("starting the runtime for the /status request")?;
+        .with_context(|| format!("starting the runtime for the {path} request"))?;
     let body = runtime
-        .block_on(async { tokio::time::timeout(timeout, get_status(addr, max_body_bytes)).await })
+        .block_on(async {
+            tokio::time::timeout(timeout, get_path(addr, path, max_body_bytes)).await
+        })
         .map_err(|_| {
             anyhow!(
                 "no complete answer from {addr} within {timeout:?}: is `weir run` running, and \
@@ -106,17 +124,17 @@ fn fetch_body(
             )
         })??;
     String::from_utf8(body.into()).map_err(|_| {
-        anyhow!("{addr} answered /status with bytes that are not UTF-8; expected weir's JSON")
+        anyhow!("{addr} answered {path} with bytes that are not UTF-8; expected weir's JSON")
     })
 }
 
-/// Connects to `addr`, sends `GET /status` and reads a 200 answer's body, at most
+/// Connects to `addr`, sends `GET path` and reads a 200 answer's body, at most
 /// `max_body_bytes` of it. Has no deadline of its own: the caller puts one around it.
 ///
 /// # Cancel safety
 ///
 /// Cancel safe: dropping the future drops the connection; nothing else is left behind.
-async fn get_status(addr: SocketAddr, max_body_bytes: usize) -> anyhow::Result<Bytes> {
+async fn get_path(addr: SocketAddr, path: &str, max_body_bytes: usize) -> anyhow::Result<Bytes> {
     let stream = tokio::net::TcpStream::connect(addr).await.map_err(|err| {
         if err.kind() == std::io::ErrorKind::ConnectionRefused {
             anyhow!(
@@ -132,19 +150,19 @@ async fn get_status(addr: SocketAddr, max_body_bytes: usize) -> anyhow::Result<B
         .with_context(|| format!("starting HTTP/1.1 with {addr}"))?;
     // The connection does the I/O; it ends with the runtime when the answer is read.
     tokio::spawn(connection);
-    let request = hyper::Request::get("/status")
+    let request = hyper::Request::get(path)
         .header(HOST, addr.to_string())
         .header(ACCEPT, "application/json")
         .header(CONNECTION, "close")
         .body(Empty::<Bytes>::new())
-        .context("building the /status request")?;
+        .with_context(|| format!("building the {path} request"))?;
     let response = sender.send_request(request).await.map_err(|err| {
-        anyhow!("{addr} gave no HTTP answer to GET /status ({err}): is this weir's status address?")
+        anyhow!("{addr} gave no HTTP answer to GET {path} ({err}): is this weir's status address?")
     })?;
     let status = response.status();
     if status != StatusCode::OK {
         bail!(
-            "expected 200 from GET /status on {addr}, found {status}: is this weir's status \
+            "expected 200 from GET {path} on {addr}, found {status}: is this weir's status \
              address?"
         );
     }
@@ -153,15 +171,16 @@ async fn get_status(addr: SocketAddr, max_body_bytes: usize) -> anyhow::Result<B
         .await
         .map_err(|err| {
             if err.is::<LengthLimitError>() {
-                anyhow!("{addr} sent more than {max_body_bytes} bytes for /status; is this weir?")
+                anyhow!("{addr} sent more than {max_body_bytes} bytes for {path}; is this weir?")
             } else {
-                anyhow!("reading the /status body from {addr}: {err}")
+                anyhow!("reading the {path} body from {addr}: {err}")
             }
         })?;
     Ok(body.to_bytes())
 }
 
-fn seconds(s: f64) -> String {
+/// `250 ms`, `2.5 s`, `3.0 min`, `1.5 h`.
+pub(crate) fn seconds(s: f64) -> String {
     match s {
         s if s < 1.0 => format!("{:.0} ms", s * 1000.0),
         s if s < 120.0 => format!("{s:.1} s"),

@@ -96,6 +96,21 @@ impl Config {
                 self.runtime.log_queue, self.runtime.log_line_max_bytes
             ),
         );
+        let history = crate::telemetry::history::HistoryLayout::pipeline(
+            self.sources.keys().map(String::as_str),
+            self.sinks.keys().map(String::as_str),
+        );
+        Bounds::new("runtime".to_owned(), &mut queues).add(
+            "history",
+            Some(crate::telemetry::history::SAMPLES as u64),
+            history.memory_bytes(crate::telemetry::history::SAMPLES),
+            format!(
+                "/history ring: {} samples ({} at one a second) × (1 + {} series) × 8 bytes, allocated at start",
+                crate::telemetry::history::SAMPLES,
+                humantime::format_duration(crate::telemetry::history::WINDOW),
+                history.series().len()
+            ),
+        );
         let memory_estimate_bytes = queues
             .iter()
             .fold(0u64, |sum, q| sum.saturating_add(q.bytes));
@@ -202,6 +217,9 @@ row_group_bytes = "5 MiB"
                 ("sinks.store.channel", Some(2), 2 * MIB),
                 ("sinks.store.encoder", Some(1), 5 * MIB),
                 ("runtime.log_queue", Some(10), 10 * KIB),
+                // 2 sources × 7 + the WAL's 7 + 2 sinks × 10 + 3 queues × 2 = 47
+                // series, and a timestamp, for each of 900 samples.
+                ("runtime.history", Some(900), 900 * (1 + 47) * 8),
             ]
         );
         let hand_sum = 3 * 16 * KIB
@@ -211,7 +229,8 @@ row_group_bytes = "5 MiB"
             + 24 * KIB
             + 2 * MIB
             + 5 * MIB
-            + 10 * KIB;
+            + 10 * KIB
+            + 900 * 48 * 8;
         assert_eq!(inventory.memory_estimate_bytes, hand_sum);
         assert_eq!(inventory.memory_target_bytes, MIB);
         assert!(inventory.over_target());

@@ -394,6 +394,7 @@ async fn write_with_retry<S: Sink>(
                     &stats.records,
                     batch.records.len() as u64 - written.unencodable,
                 );
+                add(&stats.bytes, batch.bytes);
                 add(&stats.batches, 1);
                 stats
                     .buffered_bytes

@@ -121,6 +121,8 @@ pub struct SinkStats {
     pub component: Component,
     /// Records stored.
     pub records: AtomicU64,
+    /// Payload bytes of the batches stored.
+    pub bytes: AtomicU64,
     /// Batches stored.
     pub batches: AtomicU64,
     /// Failed writes that were retried.
@@ -146,6 +148,7 @@ impl SinkStats {
         SinkStats {
             component,
             records: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             unencodable: AtomicU64::new(0),

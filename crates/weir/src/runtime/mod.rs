@@ -229,6 +229,7 @@ pub struct Running {
     sources: JoinSet<()>,
     drivers: JoinSet<()>,
     reflect: JoinHandle<()>,
+    history: JoinHandle<()>,
     status_server: JoinHandle<std::io::Result<()>>,
     live: Option<JoinHandle<()>>,
 }
@@ -260,6 +261,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
             stats: Arc::clone(&stats),
             channel_batches: u64::from(sink_config.channel_batches.get()),
             channel_bytes: sink_config.channel_bytes(),
+            max_lag: serde_json::to_value(sink_config.max_lag).unwrap_or_default(),
         });
         let driver_config = DriverConfig {
             name,
@@ -352,6 +354,10 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
             }
         }
     });
+    let history = telemetry.start_history(crate::telemetry::history::HistoryLayout::pipeline(
+        config.sources.keys().map(String::as_str),
+        config.sinks.keys().map(String::as_str),
+    ));
     let status_server = tokio::spawn({
         let telemetry = telemetry.clone();
         let mut stop = stop_rx.clone();
@@ -371,6 +377,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
         sources: source_tasks,
         drivers,
         reflect,
+        history,
         status_server,
         live,
     }
@@ -412,6 +419,7 @@ pub async fn drain(config: &Config, running: Running) {
         sources: mut source_tasks,
         mut drivers,
         reflect,
+        history,
         status_server,
         live,
     } = running;
@@ -452,6 +460,7 @@ pub async fn drain(config: &Config, running: Running) {
         live.abort();
     }
     reflect.abort();
+    history.abort();
     let q = quarantine.clone();
     match tokio::task::spawn_blocking(move || q.sync()).await {
         Ok(Err(e)) => tracing::warn!("quarantine: final sync failed: {e}"),

@@ -25,6 +25,10 @@ use weir_wal::Wal;
 use crate::pipeline::stats::{SinkStats, SourceStats, get};
 use crate::telemetry::Telemetry;
 
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;
+
 /// Everything the runtime reports on.
 pub struct Registry {
     /// The WAL.
@@ -49,6 +53,8 @@ pub struct SinkEntry {
     pub channel_batches: u64,
     /// Its channel's bound in bytes.
     pub channel_bytes: u64,
+    /// Its `max_lag`, as configured (`{"bytes": "24 MiB", "age": "10m"}`), or null.
+    pub max_lag: Value,
 }
 
 impl Registry {
@@ -89,6 +95,7 @@ impl Registry {
                 let mut section = json!({
                         "type": e.kind,
                         "records": get(&s.records),
+                        "bytes": get(&s.bytes),
                         "batches": get(&s.batches),
                         "retries": get(&s.retries),
                         "unencodable": get(&s.unencodable),
@@ -96,6 +103,7 @@ impl Registry {
                         "gap_records": get(&s.gap_records),
                         "buffered_bytes": get(&s.buffered_bytes),
                         "cursor": cursor,
+                        "max_lag": e.max_lag,
                 });
                 if let (Some(detail), Some(map)) = (s.detail.get(), section.as_object_mut()) {
                     map.insert(e.kind.to_owned(), (detail.0)());
@@ -182,10 +190,15 @@ impl Registry {
             }
         }
         type SinkField = fn(&SinkStats) -> &std::sync::atomic::AtomicU64;
-        let per_sink: [(&str, &str, SinkField); 5] = [
+        let per_sink: [(&str, &str, SinkField); 6] = [
             ("weir_sink_records_total", "Records a sink stored.", |s| {
                 &s.records
             }),
+            (
+                "weir_sink_bytes_total",
+                "Payload bytes of the batches a sink stored.",
+                |s| &s.bytes,
+            ),
             (
                 "weir_retry_total",
                 "Failed sink writes that were retried.",

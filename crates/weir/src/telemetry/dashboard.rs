@@ -1,10 +1,21 @@
 //! The live dashboard served at `GET /`: one self-contained HTML page (no external
-//! scripts, styles or fonts) that polls `/status` every second.
+//! scripts, styles or fonts; charts drawn by hand in SVG) that polls `/status` and
+//! `/history` every second, one request of each at a time.
 //!
-//! It shows each component's state in lanes (sources, WAL, sinks, runtime), each queue
-//! as a bar of its fill against its bound, and a banner naming where the backpressure
-//! wave is: components backpressured or paused and queues at 90% or more, in amber;
-//! failed components in red.
+//! It shows:
+//! - the wave banner: the slow sink (the one the WAL keeps the most data for), the WAL's
+//!   share of its budget, and the sources it holds up (blocked for how long, or refusing
+//!   how many records a second); failed components in red;
+//! - the pipeline as a graph, sources → WAL → sinks, each edge labelled with its
+//!   records/s and bytes/s and each node coloured by state, the wave's path in red;
+//! - the WAL budget as a gauge with a forecast ("full in 4.0 min at the current net
+//!   rate"), from `/history`'s `wal_forecast`;
+//! - each sink's cursor, lag, lag age, `max_lag` and `required` as a table;
+//! - six charts over the last 15 minutes: rates in and out, WAL budget, sink lag in
+//!   bytes and in age, queue fill, and refusals, evictions, gaps and quarantined
+//!   records per second;
+//! - the queues with fill bars, and every source's and sink's `/status` details (MQTT
+//!   window, HTTP 503s, object-store uploads, any other type's) as key/value panels.
 
 /// The page, as served.
 pub(super) const DASHBOARD_HTML: &str = include_str!("dashboard.html");

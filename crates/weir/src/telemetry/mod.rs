@@ -11,12 +11,15 @@
 //!   (`weir_queue_oldest_age_seconds`), drops labelled with `reason`
 //!   (`weir_source_dropped_total{source,reason}`); the families the probes report are
 //!   listed in `metrics.rs`;
-//! - `GET /`: a self-contained dashboard polling `/status` every second.
+//! - `GET /history`: the last 15 minutes, one sample a second ([`history`]), as JSON;
+//!   `?since=UNIX_MS` returns only the samples taken after that time;
+//! - `GET /`: a self-contained dashboard polling `/status` and `/history` every second.
 //!
 //! There is no global registry: each `Telemetry` is its own, which keeps tests apart.
 
 mod component;
 mod dashboard;
+pub mod history;
 mod metrics;
 mod registry;
 mod router;

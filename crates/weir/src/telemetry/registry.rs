@@ -68,6 +68,7 @@ struct Inner {
     probes: Arc<Probes>,
     sections: Mutex<Vec<(String, Probe<serde_json::Value>)>>,
     metrics: Mutex<Metrics>,
+    history: std::sync::OnceLock<Arc<super::history::History>>,
 }
 
 /// The daemon's telemetry: component states, queue probes, counters and gauges, and
@@ -213,6 +214,7 @@ impl Telemetry {
                     registry,
                     by_name: BTreeMap::new(),
                 }),
+                history: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -229,6 +231,17 @@ impl Telemetry {
 
     pub(super) fn probes(&self) -> &Probes {
         &self.inner.probes
+    }
+
+    /// The history ring, once [`start_history`](Self::start_history) or
+    /// [`install_history`](Self::install_history) created it.
+    pub fn history(&self) -> Option<&Arc<super::history::History>> {
+        self.inner.history.get()
+    }
+
+    /// Sets the history ring; false (and `history` dropped) if one is already set.
+    pub(super) fn set_history(&self, history: Arc<super::history::History>) -> bool {
+        self.inner.history.set(history).is_ok()
     }
 
     pub(super) fn sections(&self) -> Vec<(String, Probe<serde_json::Value>)> {

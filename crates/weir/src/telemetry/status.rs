@@ -85,7 +85,7 @@ pub struct QueueStatus {
     pub expired: u64,
 }
 
-fn unix_ms(time: SystemTime) -> u64 {
+pub(super) fn unix_ms(time: SystemTime) -> u64 {
     let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }

@@ -435,6 +435,10 @@ async fn router_serves_a_self_contained_dashboard() {
     assert!(content_type.starts_with("text/html"), "{content_type}");
     assert!(body.contains(r#"fetch("status""#), "polls /status");
     assert!(body.contains("setInterval(poll, 1000)"), "every second");
+    assert!(
+        body.contains(r#"getJson("history" + since)"#),
+        "polls /history"
+    );
     for external in ["http://", "https://", "<link", "src="] {
         assert!(
             !body.contains(external),
@@ -483,4 +487,35 @@ async fn serve_answers_on_a_loopback_port_until_shutdown() {
     assert_eq!(report.config_hash, "sha256:feed");
     stop.send(()).expect("server waiting");
     server.await.expect("joined").expect("served");
+}
+
+#[tokio::test]
+async fn router_serves_history_as_json_and_only_newer_samples_after_since() {
+    let telemetry = populated();
+    let (status, _, body) = get(&telemetry, "/history").await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "no history installed: {body}"
+    );
+    let history = telemetry.install_history(history::History::new(
+        history::HistoryLayout::pipeline(["gen"], ["lake"]),
+        history::SAMPLE_INTERVAL,
+        10,
+    ));
+    for t in [1_000, 2_000, 3_000] {
+        history.record(t, &telemetry.status());
+    }
+    let (status, content_type, body) = get(&telemetry, "/history").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type, "application/json");
+    let report: history::HistoryReport = serde_json::from_str(&body).expect("a HistoryReport");
+    assert_eq!(report.t_unix_ms, [1_000, 2_000, 3_000]);
+    assert_eq!(report.held, 3);
+    let (_, _, body) = get(&telemetry, "/history?since=1000").await;
+    let newer: history::HistoryReport = serde_json::from_str(&body).expect("a HistoryReport");
+    assert_eq!(newer.t_unix_ms, [2_000, 3_000]);
+    let (_, _, body) = get(&telemetry, "/history?since=oops").await;
+    let all: history::HistoryReport = serde_json::from_str(&body).expect("a HistoryReport");
+    assert_eq!(all.t_unix_ms.len(), 3, "an unreadable since is ignored");
 }
