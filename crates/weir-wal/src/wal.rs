@@ -54,7 +54,7 @@ use weir_flow::semaphore::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
 ///
 /// let mut reader = wal.reader("lake")?;
 /// let read = reader.read(ReadLimits::default()).await?;
-/// assert_eq!(read.records[1].payload, b"world");
+/// assert_eq!(read.records[1].payload, &b"world"[..]);
 /// reader.commit(read.next_offset()).await?; // after the sink has stored them
 /// wal.close().await;
 /// # Ok(())
