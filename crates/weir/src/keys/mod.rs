@@ -13,6 +13,7 @@
 
 pub mod bounds;
 pub mod error;
+pub mod nats;
 pub mod units;
 pub mod walk;
 

@@ -4,10 +4,8 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use toml::Value;
 
 use super::core::SubjectTemplate;
-use crate::keys::units::describe;
 use crate::keys::{Bounds, Duration, Section, check_env_name};
 use crate::sinks::SinkKeys;
 
@@ -45,7 +43,7 @@ impl SinkKeys for NatsSinkConfig {
     const TYPE: &'static str = "nats";
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let url = parse_urls(s);
+        let url = crate::keys::nats::nats_urls(s);
         let subject = s.req::<String>("subject", "a template like \"weir.{key}\"");
         if let Some(t) = &subject
             && let Err(e) = SubjectTemplate::parse(t)
@@ -100,47 +98,4 @@ impl SinkKeys for NatsSinkConfig {
             ),
         );
     }
-}
-
-/// Reads `url`: a string or a non-empty list of `nats://` / `tls://` URLs.
-fn parse_urls(s: &mut Section<'_>) -> Option<Vec<String>> {
-    let Some(value) = s.raw("url") else {
-        s.error(
-            "url",
-            "missing required key (e.g. \"nats://127.0.0.1:4222\")",
-        );
-        return None;
-    };
-    let urls: Vec<String> = match value {
-        Value::String(u) => vec![u.clone()],
-        Value::Array(a) if !a.is_empty() && a.iter().all(Value::is_str) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        other => {
-            s.error(
-                "url",
-                format!(
-                    "expected a URL or a non-empty list of URLs, found {}",
-                    describe(other)
-                ),
-            );
-            return None;
-        }
-    };
-    for url in &urls {
-        let ok = url.split_once("://").is_some_and(|(scheme, rest)| {
-            (scheme == "nats" || scheme == "tls")
-                && !rest.is_empty()
-                && !rest.contains(['@', '/', '?', '#'])
-        });
-        if !ok {
-            s.error(
-                "url",
-                format!("expected nats://host:port or tls://host:port, found {url:?} (credentials go in creds_file, token_env or nkey_seed_*)"),
-            );
-            return None;
-        }
-    }
-    Some(urls)
 }

@@ -4,9 +4,8 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use toml::Value;
 
-use crate::keys::units::{describe, string_enum};
+use crate::keys::units::string_enum;
 use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, join, times};
 use crate::sources::SourceKeys;
 
@@ -75,7 +74,7 @@ impl SourceKeys for NatsConfig {
     const TYPE: &'static str = "nats";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
-        let url = parse_urls(s);
+        let url = crate::keys::nats::nats_urls(s);
         let stream = s.req::<String>("stream", "the JetStream stream to consume");
         let consumer = s.req::<String>("consumer", "the durable consumer name");
         for (key, value) in [("stream", &stream), ("consumer", &consumer)] {
@@ -229,64 +228,6 @@ impl SourceKeys for NatsConfig {
             ));
         }
     }
-}
-
-/// Reads `url`: a string or a non-empty list of strings, each `nats://` or `tls://`.
-fn parse_urls(s: &mut Section<'_>) -> Option<Vec<String>> {
-    let Some(value) = s.raw("url") else {
-        s.error(
-            "url",
-            "missing required key (e.g. \"nats://127.0.0.1:4222\", or a list for a cluster)",
-        );
-        return None;
-    };
-    let urls: Vec<String> = match value {
-        Value::String(u) => vec![u.clone()],
-        Value::Array(a) if !a.is_empty() && a.iter().all(Value::is_str) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        other => {
-            s.error(
-                "url",
-                format!(
-                    "expected a URL or a non-empty list of URLs, found {}",
-                    describe(other)
-                ),
-            );
-            return None;
-        }
-    };
-    let mut ok = true;
-    for url in &urls {
-        let Some((_, rest)) = url
-            .split_once("://")
-            .filter(|(scheme, _)| *scheme == "nats" || *scheme == "tls")
-        else {
-            s.error(
-                "url",
-                format!("expected a URL starting with nats:// or tls://, found {url:?}"),
-            );
-            ok = false;
-            continue;
-        };
-        if rest.is_empty() || rest.contains(['@', '/', '?', '#']) {
-            s.error(
-                "url",
-                format!("{url:?}: expected nats://host:port; credentials go in creds_file, token_env or nkey_seed_*"),
-            );
-            ok = false;
-        }
-    }
-    let tls = urls.iter().filter(|u| u.starts_with("tls://")).count();
-    if tls != 0 && tls != urls.len() {
-        s.error(
-            "url",
-            "mixes nats:// and tls://; use one scheme for every server",
-        );
-        ok = false;
-    }
-    ok.then_some(urls)
 }
 
 #[cfg(test)]
