@@ -250,7 +250,11 @@ fn latency_above_target_latency_cuts_the_limit() {
     let tmp = tempfile::tempdir().unwrap();
     let target = Target::start();
     let b = target.behaviour();
-    b.latency_ms.store(5, Ordering::SeqCst);
+    // The limit grows only while it is in full use, so the offered load must need more
+    // than 8 requests in flight: 20,000 records/s in batches of 20 at 20 ms each need
+    // about 20. A machine too loaded to keep up builds a backlog, which saturates the
+    // limit just as well.
+    b.latency_ms.store(20, Ordering::SeqCst);
     let status = free_addr();
     let path = write_config(
         tmp.path(),
@@ -258,22 +262,26 @@ fn latency_above_target_latency_cuts_the_limit() {
             tmp.path(),
             status,
             &target.url(),
-            &generator(5_000, None),
+            &generator(20_000, None),
             "batch_records = 20\ntarget_latency = \"100ms\"\nmax_concurrency = 16\n",
         ),
     );
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
-    // Generous: the limit grows per round trip, and a loaded machine (the suite runs
-    // beside other builds) makes fewer of them.
     let st = daemon.wait_for("the limit grows", Duration::from_secs(60), |s| {
         http(s)["limit"].as_u64().unwrap_or(0) >= 8
     });
-    assert!(http(&st)["last_decrease"].is_null(), "{:#}", http(&st));
+    // A loaded machine may push a 20 ms answer past 100 ms now and then; what matters
+    // is that the cuts below come from the slower downstream.
+    let before = http(&st)["limit_decreases"]["latency"]
+        .as_u64()
+        .unwrap_or(0);
     b.latency_ms.store(300, Ordering::SeqCst);
     let st = daemon.wait_for("a latency cut", Duration::from_secs(20), |s| {
         http(s)["last_decrease"]["reason"] == "latency"
+            && http(s)["limit_decreases"]["latency"].as_u64().unwrap_or(0) > before
+            && http(s)["limit"].as_u64().unwrap_or(u64::MAX) < 8
     });
-    assert!(http(&st)["limit_decreases"]["latency"].as_u64().unwrap() >= 1);
+    assert!(http(&st)["limit_decreases"]["latency"].as_u64().unwrap() > before);
     assert_eq!(daemon.stop(), Some(0));
 }
 
