@@ -5,69 +5,12 @@
 mod run_support;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use run_support::http_sink::{config, generator, http, lag, quarantined, sink};
 use run_support::http_target::Target;
 use run_support::{Daemon, free_addr, write_config};
-
-/// A generator (`count` records at `rate`/s, or forever) feeding an HTTP sink.
-fn config(dir: &Path, status: SocketAddr, url: &str, source: &str, sink_extra: &str) -> String {
-    format!(
-        r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-shutdown_timeout = "10s"
-
-[wal]
-max_disk = "64 MiB"
-segment_bytes = "4 MiB"
-on_full = "block"
-
-[sources.gen]
-{source}
-
-[sinks.out]
-type = "http"
-inputs = ["gen"]
-url = "{url}"
-retry = {{ initial = "50ms", max = "1s" }}
-{sink_extra}
-"#,
-        data = dir.join("data").display(),
-    )
-}
-
-fn generator(rate: u64, count: Option<u64>) -> String {
-    let count = count.map_or(String::new(), |n| format!("count = {n}\n"));
-    format!("type = \"generator\"\nrate = {rate}\n{count}size = \"64 B\"\n")
-}
-
-fn sink(status: &serde_json::Value) -> &serde_json::Value {
-    &status["sinks"]["out"]
-}
-
-fn http(status: &serde_json::Value) -> &serde_json::Value {
-    &sink(status)["http"]
-}
-
-fn lag(status: &serde_json::Value) -> u64 {
-    sink(status)["cursor"]["lag_records"]
-        .as_u64()
-        .unwrap_or(u64::MAX)
-}
-
-fn quarantined(dir: &Path) -> Vec<serde_json::Value> {
-    let path = dir.join("data/quarantine/out/quarantine.ndjson");
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a quarantine line"))
-        .collect()
-}
 
 fn payload_seq(entry: &serde_json::Value) -> u64 {
     use base64::Engine as _;
@@ -406,7 +349,9 @@ fn kill_9_with_requests_in_flight_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let target = Target::start();
     let b = target.behaviour();
+    // 300–500 ms per request, varying: the 8 requests in flight finish out of order.
     b.latency_ms.store(300, Ordering::SeqCst);
+    b.jitter_ms.store(200, Ordering::SeqCst);
     let status = free_addr();
     let sink_keys = "batch_records = 100\nmin_concurrency = 8\nmax_concurrency = 8\n";
     let path = write_config(
@@ -419,8 +364,19 @@ fn kill_9_with_requests_in_flight_loses_nothing() {
             sink_keys,
         ),
     );
+    // The cursor never passes an undelivered batch: whenever /status is read, every
+    // record below the committed cursor has reached the server (one source, so a
+    // record's WAL offset is its seq). The status is read before the server's list.
+    let cursor_behind_deliveries = |s: &serde_json::Value| {
+        let committed = sink(s)["cursor"]["committed"].as_u64().unwrap_or(0);
+        let delivered = target.shared.distinct();
+        if let Some(missing) = (0..committed).find(|n| !delivered.contains(n)) {
+            panic!("the cursor ({committed}) passed record {missing}, never delivered");
+        }
+    };
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
     daemon.wait_for("some deliveries", Duration::from_secs(20), |s| {
+        cursor_behind_deliveries(s);
         http(s)["records_delivered"].as_u64().unwrap_or(0) > 2_000 && http(s)["in_flight"] != 0
     });
     daemon.kill9();
@@ -433,8 +389,10 @@ fn kill_9_with_requests_in_flight_loses_nothing() {
         &config(tmp.path(), status, &target.url(), &http_source, sink_keys),
     );
     b.latency_ms.store(5, Ordering::SeqCst);
+    b.jitter_ms.store(20, Ordering::SeqCst);
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
     daemon.wait_for("the WAL delivered", Duration::from_secs(60), |s| {
+        cursor_behind_deliveries(s);
         lag(s) == 0
     });
     assert_eq!(daemon.stop(), Some(0));

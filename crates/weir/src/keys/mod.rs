@@ -7,6 +7,7 @@
 //!   and how a TOML value becomes a typed one ([`FromValue`](units::FromValue)).
 //! - [`error`]: [`ConfigError`] and [`ConfigErrors`].
 //! - [`bounds`]: [`QueueBound`], what a component reports to the memory inventory.
+//! - [`tls`]: the roots of a `ca_file` key (or the system's) and a rustls client setup.
 //!
 //! The whole file (`[runtime]`, `[wal]`, the sources and sinks as a whole) is
 //! [`crate::config`], above the components; this module sits below them.
@@ -14,6 +15,7 @@
 pub mod bounds;
 pub mod error;
 pub mod nats;
+pub mod tls;
 pub mod units;
 pub mod walk;
 

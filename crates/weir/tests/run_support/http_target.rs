@@ -4,6 +4,7 @@
 //! records, a required token). It records every request it saw.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,9 +12,14 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Version};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// One request as the server answered it.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +34,8 @@ pub struct Event {
     pub records: usize,
     /// Requests being served when it arrived (itself included).
     pub concurrent: usize,
+    /// The HTTP version it came over.
+    pub version: Version,
 }
 
 /// What the server does; change it at any time.
@@ -37,6 +45,9 @@ pub struct Behaviour {
     pub capacity: AtomicUsize,
     /// Time to serve a request.
     pub latency_ms: AtomicU64,
+    /// Up to this much more, varying from request to request (so that requests in
+    /// flight finish out of order).
+    pub jitter_ms: AtomicU64,
     /// Answer every request with this status (0: serve normally).
     pub force_status: AtomicU16,
     /// Answer only the next request with `force_status`, then serve normally.
@@ -59,6 +70,8 @@ pub struct Shared {
     pub behaviour: Behaviour,
     start: Instant,
     in_flight: AtomicUsize,
+    /// Requests seen (the jitter's seed).
+    arrivals: AtomicU64,
     /// The `seq` of every record delivered (answered 200), in arrival order.
     pub seqs: Mutex<Vec<u64>>,
     pub events: Mutex<Vec<Event>>,
@@ -88,6 +101,7 @@ pub struct Target {
     pub addr: SocketAddr,
     pub shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
+    https: bool,
 }
 
 impl Drop for Target {
@@ -99,7 +113,32 @@ impl Drop for Target {
 }
 
 impl Target {
+    /// Serves plain HTTP/1.1.
     pub fn start() -> Target {
+        Self::serve(None)
+    }
+
+    /// Serves HTTPS with the PEM certificate chain `cert` and key `key`, offering
+    /// HTTP/2 and HTTP/1.1 by ALPN (as a real endpoint does).
+    pub fn start_tls(cert: &Path, key: &Path) -> Target {
+        let certs = CertificateDer::pem_file_iter(cert)
+            .expect("read the certificate")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("PEM certificates");
+        let key = PrivateKeyDer::from_pem_file(key).expect("read the key");
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("a server certificate");
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Self::serve(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+    }
+
+    fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Target {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -109,6 +148,7 @@ impl Target {
             behaviour: Behaviour::default(),
             start: Instant::now(),
             in_flight: AtomicUsize::new(0),
+            arrivals: AtomicU64::new(0),
             seqs: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
         });
@@ -119,18 +159,43 @@ impl Target {
         let app = Router::new()
             .route("/ingest", post(ingest))
             .with_state(Arc::clone(&shared));
-        runtime.spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let https = tls.is_some();
+        match tls {
+            None => {
+                runtime.spawn(async move {
+                    let _ = axum::serve(listener, app).await;
+                });
+            }
+            Some(acceptor) => {
+                runtime.spawn(async move {
+                    while let Ok((tcp, _)) = listener.accept().await {
+                        let (acceptor, app) = (acceptor.clone(), app.clone());
+                        tokio::spawn(async move {
+                            let Ok(stream) = acceptor.accept(tcp).await else {
+                                return;
+                            };
+                            let _ = auto::Builder::new(TokioExecutor::new())
+                                .serve_connection(
+                                    TokioIo::new(stream),
+                                    TowerToHyperService::new(app),
+                                )
+                                .await;
+                        });
+                    }
+                });
+            }
+        }
         Target {
             addr,
             shared,
             runtime: Some(runtime),
+            https,
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/ingest", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}/ingest", self.addr)
     }
 
     pub fn behaviour(&self) -> &Behaviour {
@@ -147,8 +212,14 @@ impl Drop for Slot<'_> {
     }
 }
 
-async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn ingest(
+    State(s): State<Arc<Shared>>,
+    version: Version,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let arrived = s.start.elapsed();
+    let arrival = s.arrivals.fetch_add(1, Ordering::SeqCst);
     let b = &s.behaviour;
     let concurrent = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     let _slot = Slot(&s.in_flight);
@@ -177,6 +248,7 @@ async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -
             status,
             records: lines.len(),
             concurrent,
+            version,
         });
         let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
         if let Some(value) = extra {
@@ -196,6 +268,7 @@ async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -
             status: 0,
             records: lines.len(),
             concurrent,
+            version,
         });
         // Dropping the connection: the handler's task is cut off without an answer.
         panic!("http_target: dropping this connection on purpose");
@@ -223,7 +296,14 @@ async fn ingest(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -
     if capacity > 0 && concurrent > capacity {
         return answer(429, None, "over capacity".to_owned());
     }
-    let latency = b.latency_ms.load(Ordering::SeqCst);
+    let jitter = b.jitter_ms.load(Ordering::SeqCst);
+    // A fixed scramble of the arrival number: repeatable, and not monotonic.
+    let extra = if jitter > 0 {
+        arrival.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) % jitter
+    } else {
+        0
+    };
+    let latency = b.latency_ms.load(Ordering::SeqCst) + extra;
     if latency > 0 {
         tokio::time::sleep(Duration::from_millis(latency)).await;
     }

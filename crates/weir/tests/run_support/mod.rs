@@ -3,10 +3,12 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod http_sink;
 pub mod http_target;
 pub mod mosquitto;
 pub mod nats;
 pub mod s3;
+pub mod tls;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -337,7 +337,8 @@ fn http_sink_keys_are_read_and_checked() {
         "method = \"PUT\"\nencoding = \"json_array\"\ncompression = \"zstd\"\n\
          batch_records = 50\nbatch_bytes = \"256 KiB\"\nbatch_linger = \"50ms\"\n\
          target_latency = \"200ms\"\nmin_concurrency = 2\nmax_concurrency = 40\n\
-         retry_budget = 0.2\nmax_retry_after = \"30s\"\n\
+         retry_budget = 0.2\nretry_budget_floor = 0.5\nretry_budget_window = \"30s\"\n\
+         max_retry_after = \"30s\"\n\
          headers = { \"X-Tenant\" = \"a\" }\nheaders_env = { Authorization = \"WEIR_AUTH\" }\n",
     ))
     .expect("valid");
@@ -349,6 +350,8 @@ fn http_sink_keys_are_read_and_checked() {
     assert_eq!(http.batch_records.get(), 50);
     assert_eq!(http.batch_bytes.bytes(), 256 << 10);
     assert_eq!(http.max_concurrency.get(), 40);
+    assert_eq!(http.retry_budget_floor, 0.5);
+    assert_eq!(http.retry_budget_window, 30);
     assert_eq!(http.headers.len(), 2);
     assert_eq!(
         http.headers[1].value,
@@ -363,6 +366,21 @@ fn http_sink_keys_are_read_and_checked() {
     assert_eq!(http.timeout.get(), std::time::Duration::from_secs(10));
     assert_eq!(http.target_latency, None);
     assert_eq!(http.retry_budget, 0.1);
+    assert_eq!(http.retry_budget_floor, 3.0);
+    assert_eq!(http.retry_budget_window, 10);
+    assert_eq!(http.ca_file, None);
+    let config = Config::from_toml(&http_sink(
+        "https://example.invalid/x",
+        "ca_file = \"ca.pem\"\n",
+    ))
+    .expect("valid");
+    let crate::sinks::SinkKind::Http(http) = &config.sinks["lake"].kind else {
+        panic!("an http sink");
+    };
+    assert_eq!(
+        http.ca_file.as_deref(),
+        Some(std::path::Path::new("ca.pem"))
+    );
     assert_eq!(
         http.max_retry_after.get(),
         std::time::Duration::from_secs(60)
@@ -373,12 +391,16 @@ fn http_sink_keys_are_read_and_checked() {
         paths(&http_sink(
             "http://h/",
             "method = \"GET\"\nencoding = \"xml\"\nretry_budget = 2\n\
-             min_concurrency = 8\nmax_concurrency = 4\nheaders_env = { A = \"not a name\" }\n"
+             min_concurrency = 8\nmax_concurrency = 4\nheaders_env = { A = \"not a name\" }\n\
+             ca_file = \"ca.pem\"\nretry_budget_floor = -1\nretry_budget_window = \"1500ms\"\n"
         )),
         [
+            "sinks.lake.ca_file",
             "sinks.lake.headers_env",
             "sinks.lake.min_concurrency",
             "sinks.lake.retry_budget",
+            "sinks.lake.retry_budget_floor",
+            "sinks.lake.retry_budget_window",
             "sinks.lake.method",
             "sinks.lake.encoding",
         ]

@@ -1,6 +1,7 @@
 //! `type = "http"` (a sink): its keys, checks and bounds.
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -96,11 +97,19 @@ pub struct HttpSinkConfig {
     pub min_concurrency: NonZeroU32,
     /// The largest concurrency limit (requests in flight). Default 32.
     pub max_concurrency: NonZeroU32,
-    /// Retries as a share of requests over the last 10 s, at most (a floor of 3
-    /// retries per second always holds). Default 0.1.
+    /// Retries as a share of first attempts over the last `retry_budget_window`, at
+    /// most (`retry_budget_floor` retries per second always allowed). Default 0.1.
     pub retry_budget: f64,
+    /// Retries per second the budget always allows, whatever the traffic (so that a
+    /// quiet sink can still retry). Default 3.
+    pub retry_budget_floor: f64,
+    /// The window the budget counts over, in whole seconds (1 to 300). Default 10 s.
+    pub retry_budget_window: u32,
     /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
     pub max_retry_after: Duration,
+    /// For `https://`: the PEM file of the CA certificates to trust instead of the
+    /// system's (a private CA).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl HttpSinkConfig {
@@ -119,6 +128,13 @@ impl HttpSinkConfig {
             } else if let Err(e) = url.parse::<hyper::Uri>() {
                 s.error("url", format!("{url:?} is not a valid URL: {e}"));
             }
+        }
+        let ca_file = s.opt::<PathBuf>("ca_file");
+        if ca_file.is_some() && url.as_ref().is_some_and(|u| u.starts_with("http://")) {
+            s.error(
+                "ca_file",
+                "only applies to https:// URLs; use https:// or remove ca_file",
+            );
         }
         let mut headers = Vec::new();
         read_headers(s, "headers", &mut headers, HeaderValue::Literal);
@@ -148,6 +164,27 @@ impl HttpSinkConfig {
                 ),
             );
         }
+        let retry_budget_floor = s.or("retry_budget_floor", 3.0_f64);
+        if !(0.0..=1_000.0).contains(&retry_budget_floor) {
+            s.error(
+                "retry_budget_floor",
+                format!(
+                    "expected retries per second from 0 to 1000 (0: no retry without \
+                     traffic), found {retry_budget_floor}"
+                ),
+            );
+        }
+        let window: Duration = s.or("retry_budget_window", Duration::secs(10));
+        let retry_budget_window = window.get().as_secs();
+        if window.get().subsec_nanos() != 0 || !(1..=300).contains(&retry_budget_window) {
+            s.error(
+                "retry_budget_window",
+                format!(
+                    "expected whole seconds from 1s to 300s, found {:?}",
+                    window.get()
+                ),
+            );
+        }
         Some(Self {
             method: s.or("method", Method::Post),
             headers,
@@ -161,7 +198,10 @@ impl HttpSinkConfig {
             min_concurrency,
             max_concurrency,
             retry_budget,
+            retry_budget_floor,
+            retry_budget_window: u32::try_from(retry_budget_window.clamp(1, 300)).unwrap_or(10),
             max_retry_after: s.or("max_retry_after", Duration::secs(60)),
+            ca_file,
             url: url?,
         })
     }

@@ -96,20 +96,23 @@ pub struct RetryBudget {
 }
 
 impl RetryBudget {
-    /// The window's length in seconds.
-    pub const WINDOW_SECS: usize = 10;
-    /// Retries per second always allowed.
-    pub const FLOOR_PER_S: f64 = 3.0;
-
-    /// A budget of `ratio` (0.1 = retries at most 10% of requests).
-    pub fn new(ratio: f64, origin: Instant) -> Self {
+    /// A budget of `ratio` (0.1 = retries at most 10% of requests) over the last
+    /// `window_secs` seconds (at least 1), with `floor_per_s` retries per second always
+    /// allowed.
+    pub fn new(ratio: f64, floor_per_s: f64, window_secs: u32, origin: Instant) -> Self {
+        let seconds = window_secs.max(1) as usize;
         RetryBudget {
             ratio,
-            floor_per_s: Self::FLOOR_PER_S,
-            seconds: Self::WINDOW_SECS,
-            buckets: VecDeque::with_capacity(Self::WINDOW_SECS + 1),
+            floor_per_s,
+            seconds,
+            buckets: VecDeque::with_capacity(seconds + 1),
             origin,
         }
+    }
+
+    /// The window's length in seconds.
+    pub fn window_secs(&self) -> usize {
+        self.seconds
     }
 
     fn second(&self, now: Instant) -> u64 {
@@ -346,7 +349,7 @@ mod tests {
     #[test]
     fn budget_holds_retries_to_the_ratio_with_a_floor() {
         let t0 = Instant::now();
-        let mut budget = RetryBudget::new(0.1, t0);
+        let mut budget = RetryBudget::new(0.1, 3.0, 10, t0);
         // No traffic: the floor, 3/s over 10 s, allows 30 retries in the window.
         let mut taken = 0;
         while budget.try_retry(t0).is_ok() {
@@ -362,7 +365,7 @@ mod tests {
         assert!(budget.try_retry(t10).is_ok());
         // Heavy traffic: 10% of 1,000 requests allows 100 (above the floor's 30).
         let t20 = t0 + Duration::from_secs(20);
-        let mut budget = RetryBudget::new(0.1, t0);
+        let mut budget = RetryBudget::new(0.1, 3.0, 10, t0);
         for _ in 0..1_000 {
             budget.record_request(t20);
         }
@@ -372,6 +375,35 @@ mod tests {
         }
         assert_eq!(taken, 100);
         assert_eq!(budget.window(t20), (1_000, 100));
+    }
+
+    #[test]
+    fn the_floor_and_window_are_the_configured_ones() {
+        let t0 = Instant::now();
+        // No floor: without first attempts no retry is allowed at all.
+        let mut budget = RetryBudget::new(0.5, 0.0, 4, t0);
+        assert!(budget.try_retry(t0).is_err());
+        for _ in 0..10 {
+            budget.record_request(t0);
+        }
+        let mut taken = 0;
+        while budget.try_retry(t0).is_ok() {
+            taken += 1;
+        }
+        assert_eq!(taken, 5, "50% of 10 requests");
+        // A 4 s window forgets them 4 s later (a 10 s one would not).
+        assert!(budget.try_retry(t0 + Duration::from_secs(3)).is_err());
+        budget.record_request(t0 + Duration::from_secs(4));
+        budget.record_request(t0 + Duration::from_secs(4));
+        assert!(budget.try_retry(t0 + Duration::from_secs(4)).is_ok());
+        // A floor of 1/s over 4 s: 4 retries with no traffic.
+        let mut budget = RetryBudget::new(0.1, 1.0, 4, t0);
+        let mut taken = 0;
+        while budget.try_retry(t0).is_ok() {
+            taken += 1;
+        }
+        assert_eq!(taken, 4);
+        assert_eq!(budget.window_secs(), 4);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use weir_flow::ordered::{OrderedConfig, OrderedError, OrderedStage, RetryPolicy,
 use super::config::{HeaderValue, HttpSinkConfig, Method};
 use super::core::{self, Class, Encoded, RetryBudget};
 use super::stats::HttpStats;
+use crate::keys::tls;
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
 use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sinks::{OpenSink, SinkContext};
@@ -146,7 +147,7 @@ impl OpenSink for HttpSinkConfig {
             headers.push((name, value));
         }
         let client =
-            client(self, uri.scheme_str() == Some("https")).map_err(|e| refuse("url", e))?;
+            client(self, uri.scheme_str() == Some("https")).map_err(SinkError::Permanent)?;
         let mut aimd = AimdConfig::concurrency(
             self.target_latency.map(|d| d.get()),
             self.min_concurrency.get(),
@@ -159,6 +160,8 @@ impl OpenSink for HttpSinkConfig {
         let pause_until = Arc::new(Mutex::new(None));
         let budget = Arc::new(Mutex::new(RetryBudget::new(
             self.retry_budget,
+            self.retry_budget_floor,
+            self.retry_budget_window,
             std::time::Instant::now(),
         )));
         let stats = Arc::new(HttpStats::new(
@@ -210,22 +213,16 @@ impl OpenSink for HttpSinkConfig {
     }
 }
 
-/// The kept client: pooled connections, HTTP/1.1, and HTTP/2 where TLS negotiates it.
+/// The kept client: pooled connections, HTTP/1.1, and HTTP/2 where TLS negotiates it
+/// (ALPN). `https://` trusts `ca_file`, or the system's CA certificates.
 fn client(config: &HttpSinkConfig, https: bool) -> Result<HttpClient, String> {
     let roots = if https {
-        system_roots()?
+        tls::roots(config.ca_file.as_deref(), "endpoint")?
     } else {
         rustls::RootCertStore::empty()
     };
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("setting up TLS: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
+        .with_tls_config(tls::client_config(roots)?)
         .https_or_http()
         .enable_all_versions()
         .build();
@@ -235,20 +232,6 @@ fn client(config: &HttpSinkConfig, https: bool) -> Result<HttpClient, String> {
         .pool_idle_timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(config.max_concurrency.get() as usize)
         .build(connector))
-}
-
-/// The system's CA certificates (those that parse).
-fn system_roots() -> Result<rustls::RootCertStore, String> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(found.certs);
-    if roots.is_empty() {
-        return Err(
-            "an https:// URL needs the system's CA certificates, and none could be loaded"
-                .to_owned(),
-        );
-    }
-    Ok(roots)
 }
 
 impl HttpSink {
@@ -569,6 +552,59 @@ async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, 
     Ok(batch.next_offset)
 }
 
+/// A request that got no answer.
+enum SendError {
+    /// The endpoint's TLS certificate was refused: a configuration error.
+    Certificate(String),
+    /// Connecting, sending or reading failed: transient.
+    Connection(String),
+}
+
+/// `e` and its sources, `: `-separated (hyper's own message is only "client error
+/// (Connect)").
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = inner(e);
+    while let Some(cause) = next {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        next = inner(cause);
+    }
+    text
+}
+
+/// The error beneath `e`; for an `io::Error` wrapping another error, that error (its
+/// `source` skips it).
+fn inner<'e>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e (dyn std::error::Error + 'static)> {
+    match e
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref)
+    {
+        Some(wrapped) => Some(wrapped),
+        None => e.source(),
+    }
+}
+
+/// Whether rustls refused the peer's certificate somewhere beneath `e`.
+fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        if matches!(
+            cause.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        ) {
+            return true;
+        }
+        next = inner(cause);
+    }
+    false
+}
+
 /// An answer, as far as the sink reads it.
 struct Answer {
     status: u16,
@@ -608,20 +644,13 @@ impl Shared {
                     }
                     Class::Config => {
                         drop(permit);
-                        self.stats.count_config_error();
-                        let message = format!(
-                            "{} {} answered HTTP {}: {}; check url, method and headers \
-                             (nothing is dead-lettered; sent again every retry.max, {:?})",
+                        self.refused_configuration(format!(
+                            "{} {} answered HTTP {}: {}; check url, method and headers",
                             self.method,
                             config.url,
                             answer.status,
                             answer.body.trim(),
-                            self.retry_max
-                        );
-                        self.stats.set_last_error(&message);
-                        self.failing.store(true, Ordering::Relaxed);
-                        *lock(&self.config_pause_until) = Some(Instant::now() + self.retry_max);
-                        self.permanent.send_replace(Some(message));
+                        ));
                         continue;
                     }
                     Class::Transient { overload, reason } => {
@@ -644,7 +673,15 @@ impl Shared {
                         reason
                     }
                 },
-                Ok(Err(e)) => {
+                Ok(Err(SendError::Certificate(e))) => {
+                    drop(permit);
+                    self.refused_configuration(format!(
+                        "{e}; the endpoint's TLS certificate is not trusted: set ca_file to \
+                         the PEM file of the CA that signed it, or use the host name it names"
+                    ));
+                    continue;
+                }
+                Ok(Err(SendError::Connection(e))) => {
                     self.stats.cut(permit, "connection");
                     self.stats.set_last_error(&e);
                     "connection"
@@ -658,6 +695,21 @@ impl Shared {
             self.stats.count_retry(reason);
             tokio::time::sleep(core::backoff(retries, self.retry_initial, self.retry_max)).await;
         }
+    }
+
+    /// The endpoint refuses the sink's configuration (401, 403, …, or an untrusted
+    /// certificate): the sink shows `failed` with `message`, nothing is dead-lettered,
+    /// and no request starts before `retry.max` has passed (one probe per `retry.max`).
+    fn refused_configuration(&self, message: String) {
+        self.stats.count_config_error();
+        let message = format!(
+            "{message} (nothing is dead-lettered; sent again every retry.max, {:?})",
+            self.retry_max
+        );
+        self.stats.set_last_error(&message);
+        self.failing.store(true, Ordering::Relaxed);
+        *lock(&self.config_pause_until) = Some(Instant::now() + self.retry_max);
+        self.permanent.send_replace(Some(message));
     }
 
     /// Waits until a request may start: no `Retry-After` pause, room in the retry
@@ -712,7 +764,7 @@ impl Shared {
     }
 
     /// One request.
-    async fn send(&self, body: Bytes) -> Result<Answer, String> {
+    async fn send(&self, body: Bytes) -> Result<Answer, SendError> {
         let mut request = hyper::Request::new(Full::new(body));
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = self.uri.clone();
@@ -730,11 +782,14 @@ impl Shared {
                 hyper::header::HeaderValue::from_static(encoding),
             );
         }
-        let response = self
-            .client
-            .request(request)
-            .await
-            .map_err(|e| format!("{} {}: {e}", self.method, self.config.url))?;
+        let response = self.client.request(request).await.map_err(|e| {
+            let message = format!("{} {}: {}", self.method, self.config.url, chain(&e));
+            if untrusted_certificate(&e) {
+                SendError::Certificate(message)
+            } else {
+                SendError::Connection(message)
+            }
+        })?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()

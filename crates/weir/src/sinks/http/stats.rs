@@ -285,8 +285,11 @@ impl HttpStats {
     pub fn status(&self) -> Value {
         let srtt = lock(&self.srtt).get();
         let last = lock(&self.last_decrease).clone();
-        let (window_requests, window_retries) =
-            lock(&self.budget).window(std::time::Instant::now());
+        let (window_requests, window_retries, window_secs) = {
+            let mut budget = lock(&self.budget);
+            let (requests, retries) = budget.window(std::time::Instant::now());
+            (requests, retries, budget.window_secs())
+        };
         json!({
             "limit": self.limiter.limit(),
             "in_flight": self.limiter.in_flight(),
@@ -303,7 +306,7 @@ impl HttpStats {
             "retries": self.retries.json(),
             "retry_after_pauses": self.retry_after.load(Ordering::Relaxed),
             "retry_budget_window": json!({
-                "seconds": RetryBudget::WINDOW_SECS,
+                "seconds": window_secs,
                 "requests": window_requests,
                 "retries": window_retries,
             }),

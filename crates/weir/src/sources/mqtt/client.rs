@@ -1,15 +1,14 @@
 //! One face over rumqttc's MQTT 3.1.1 and MQTT 5 clients: options from the config,
 //! events reduced to what the source needs, acks by packet id.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::v5::mqttbytes::v5 as m5;
 use rumqttc::{QoS, v5};
-use rustls::RootCertStore;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
+
+use crate::keys::tls;
 
 use super::config::{MqttConfig, MqttProtocol, MqttScheme, Qos};
 use super::core::{AckToken, Message};
@@ -166,68 +165,9 @@ fn tls_config(config: &MqttConfig) -> Result<rumqttc::TlsConfiguration, String> 
              or an IP address without brackets)"
         ));
     }
-    let roots = match &config.ca_file {
-        Some(path) => file_roots(path)?,
-        None => system_roots()?,
-    };
-    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("url: setting up TLS: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let roots = tls::roots(config.ca_file.as_deref(), "broker")?;
+    let client = tls::client_config(roots)?;
     Ok(rumqttc::TlsConfiguration::Rustls(Arc::new(client)))
-}
-
-/// Every certificate of the PEM file `path`; each must be a usable trust anchor.
-pub(crate) fn file_roots(path: &Path) -> Result<RootCertStore, String> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| format!("ca_file: cannot read {shown}: {e}"))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("ca_file: {shown} is not valid PEM: {e}"))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "ca_file: {shown} holds no PEM certificate (expected \
-             -----BEGIN CERTIFICATE----- blocks)"
-        ));
-    }
-    let mut roots = RootCertStore::empty();
-    for (i, cert) in certs.into_iter().enumerate() {
-        roots.add(cert).map_err(|e| {
-            format!(
-                "ca_file: certificate {} of {shown} is not a usable CA certificate: {e}",
-                i + 1
-            )
-        })?;
-    }
-    Ok(roots)
-}
-
-/// The system's CA certificates (those that parse).
-pub(crate) fn system_roots() -> Result<RootCertStore, String> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = RootCertStore::empty();
-    roots.add_parsable_certificates(found.certs);
-    if roots.is_empty() {
-        let why = found
-            .errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(format!(
-            "ca_file: not set, and no system CA certificate could be loaded{}; set ca_file to \
-             the PEM file of the CA that signed the broker's certificate",
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({why})")
-            }
-        ));
-    }
-    Ok(roots)
 }
 
 fn credentials(config: &MqttConfig) -> Result<Option<(String, Option<String>)>, String> {

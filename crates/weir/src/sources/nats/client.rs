@@ -2,13 +2,12 @@
 //! nkey seed from a file or the environment), TLS through the MQTT source's rustls
 //! setup (ring provider, `ca_file` or the system's roots), and the server list.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions};
 
 use super::config::NatsConfig;
-use crate::sources::mqtt::client as mqtt_client;
+use crate::keys::tls;
 
 /// How long one connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -59,17 +58,8 @@ pub async fn options(config: &NatsConfig, name: &str) -> Result<ConnectOptions, 
         options = options.nkey(seed);
     }
     if config.url.iter().all(|u| u.starts_with("tls://")) {
-        let roots = match &config.ca_file {
-            Some(path) => mqtt_client::file_roots(path)?,
-            None => mqtt_client::system_roots()?,
-        };
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("url: setting up TLS: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let roots = tls::roots(config.ca_file.as_deref(), "server")?;
+        let tls = tls::client_config(roots)?;
         options = options.require_tls(true).tls_client_config(tls);
     }
     Ok(options
