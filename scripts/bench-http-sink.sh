@@ -3,17 +3,27 @@
 # into a fast local endpoint, next to a bare client posting the same batches at the
 # same concurrency, with weir's CPU per record and peak RSS.
 #
-#   ./scripts/bench-http-sink.sh [SECONDS] [CONCURRENCY] [BATCH_RECORDS]   # 20 s, 8, 500
+#   ./scripts/bench-http-sink.sh [SECONDS] [CONCURRENCY] [BATCH_RECORDS] [BACKLOG]
+#                                 # defaults: 20 s, 8, 500, 2,000,000 records
 #
-# weir: generator (rate 0, 200 B payloads) → WAL (sync = "always" per batch) → http sink
-# (ndjson, no compression, min = max concurrency = CONCURRENCY) → the endpoint of
-# `cargo run --release --example http_sink_bench -- serve`, which answers 200 and counts
-# lines. The bare client (`… -- client`) posts pre-built bodies of the same envelopes
-# from CONCURRENCY tasks over hyper-util's pooled client, the one the sink uses. The
-# endpoint and the client share the machine's cores with weir.
+# Two weir runs, each next to the same bare client in the same script run:
+# - drain (the sink's own speed): the endpoint holds every request unanswered while a
+#   generator writes BACKLOG records into the WAL; then it lets them through, and the
+#   time until all BACKLOG records arrived is the sink's rate (WAL read → decode →
+#   encode → POST, with the ordered stage and the AIMD limiter). weir's CPU and peak
+#   RSS are taken over the drain.
+# - live (the whole pipeline): generator (rate 0) → WAL (sync = "always" per batch) →
+#   the sink, for SECONDS: bounded by the generator and the WAL's fsyncs as well.
+# Records are 200 B payloads; the sink sends ndjson, no compression, with min = max
+# concurrency = CONCURRENCY, to `cargo run --release --example http_sink_bench -- serve`
+# (answers 200, counts lines). The bare client (`… -- client`) posts one pre-built body of
+# the same envelopes from CONCURRENCY tasks over hyper-util's pooled client, the one the
+# sink uses; the encoding client encodes each body anew from the same records with weir's
+# NDJSON encoder (the work any forwarder of records does, without WAL, order or retries).
+# The endpoint and the clients share the machine's cores with weir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs="${1:-20}" conc="${2:-8}" batch="${3:-500}"
+secs="${1:-20}" conc="${2:-8}" batch="${3:-500}" backlog="${4:-2000000}"
 cargo build --release -q -p weir --bin weir --example http_sink_bench
 target="${CARGO_TARGET_DIR:-target}/release"
 work="$(mktemp -d)"
@@ -25,19 +35,24 @@ hz=$(getconf CLK_TCK)
 srv=$!
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$ep/count" >/dev/null 2>&1 && break; sleep 0.1; done
 count() { curl -fsS "http://127.0.0.1:$ep/count"; }
-cat >"$work/weir.toml" <<CONF
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+status() { curl -fsS "http://127.0.0.1:$port/status"; }
+
+# config NAME GENERATOR_KEYS: a generator feeding the http sink, in its own data dir.
+config() {
+  cat >"$work/$1.toml" <<CONF
 [runtime]
-data_dir = "$work/data"
+data_dir = "$work/$1"
 status_addr = "127.0.0.1:$port"
 shutdown_timeout = "2s"
 [wal]
-max_disk = "256 MiB"
+max_disk = "2 GiB"
 segment_bytes = "64 MiB"
 on_full = "block"
 [sources.gen]
 type = "generator"
-rate = 0
 size = 200
+$2
 [sinks.api]
 type = "http"
 inputs = ["gen"]
@@ -46,21 +61,64 @@ batch_records = $batch
 batch_bytes = "16 MiB"
 min_concurrency = $conc
 max_concurrency = $conc
+timeout = "300s"
 CONF
-"$target/weir" run "$work/weir.toml" 2>"$work/weir.log" &
-pid=$!
-for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/status" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+start() {
+  "$target/weir" run "$work/$1.toml" 2>"$work/$1.log" &
+  pid=$!
+  for _ in $(seq 100); do status >/dev/null 2>&1 && return; sleep 0.1; done
+  echo "weir did not start: $(cat "$work/$1.log")" >&2
+  exit 1
+}
+
+stop() {
+  kill -TERM "$pid"
+  wait "$pid" || true
+  pid=
+}
+
+# drain: the backlog first, held at the endpoint.
+config drain "rate = 0
+count = $backlog"
+curl -fsS -X POST "http://127.0.0.1:$ep/hold" >/dev/null
+start drain
+until status | grep -q '"name":"gen","since_unix_ms":[0-9]*,"state":"stopped"\|"name": *"gen"[^}]*"state": *"stopped"'; do
+  sleep 0.2
+done
+base=$(count)
+c0=$(cpu); t0=$(date +%s.%N)
+curl -fsS -X POST "http://127.0.0.1:$ep/release" >/dev/null
+until [ "$(( $(count) - base ))" -ge "$backlog" ]; do sleep 0.02; done
+c1=$(cpu); t1=$(date +%s.%N)
+drain_hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
+stop
+
+# live: the whole pipeline.
+config live "rate = 0"
+start live
 sleep 2 # warm up
-n0=$(count); c0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); t0=$(date +%s.%N)
+n0=$(count); l0=$(cpu); u0=$(date +%s.%N)
 sleep "$secs"
-n1=$(count); c1=$(awk '{print $14 + $15}' "/proc/$pid/stat"); t1=$(date +%s.%N)
-hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
-kill -TERM "$pid"; wait "$pid" || true; pid=
+n1=$(count); l1=$(cpu); u1=$(date +%s.%N)
+live_hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
+stop
+
 bare=$("$target/examples/http_sink_bench" client "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
-echo "http sink bench, $(nproc) cores, $(date -u +%FT%TZ), ${secs} s, concurrency $conc, $batch records of 200 B per request"
-awk -v n="$((n1 - n0))" -v c="$((c1 - c0))" -v hz="$hz" -v t0="$t0" -v t1="$t1" -v hwm="$hwm" -v bare="$bare" 'BEGIN {
-  dt = t1 - t0; rps = n / dt
-  printf "weir http sink: %.0f records/s, CPU %.0f%% (%.2f µs per record), peak RSS %.1f MiB\n",
-    rps, 100 * c / hz / dt, (n > 0 ? c / hz / n * 1e6 : 0), hwm / 1024
-  printf "bare client:    %.0f records/s;  weir / bare = %.2f\n", bare, (bare > 0 ? rps / bare : 0)
+encoding=$("$target/examples/http_sink_bench" client-encode "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
+echo "http sink bench, $(nproc) cores, $(date -u +%FT%TZ), concurrency $conc, $batch records of 200 B per request"
+awk -v b="$backlog" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v dh="$drain_hwm" \
+    -v n="$((n1 - n0))" -v l="$((l1 - l0))" -v u0="$u0" -v u1="$u1" -v lh="$live_hwm" \
+    -v hz="$hz" -v bare="$bare" -v enc="$encoding" 'BEGIN {
+  dt = t1 - t0; drain = b / dt; dc = (c1 - c0) / hz
+  printf "drain of %d records: %.2f s, %.0f records/s, CPU %.0f%% (%.2f µs per record), peak RSS %.1f MiB\n",
+    b, dt, drain, 100 * dc / dt, dc / b * 1e6, dh / 1024
+  lt = u1 - u0; live = n / lt; lc = l / hz
+  printf "live pipeline:    %.0f records/s, CPU %.0f%% (%.2f µs per record), peak RSS %.1f MiB\n",
+    live, 100 * lc / lt, (n > 0 ? lc / n * 1e6 : 0), lh / 1024
+  printf "bare client:      %.0f records/s (one pre-built body)\n", bare
+  printf "encoding client:  %.0f records/s (each body encoded from the records)\n", enc
+  printf "drain / bare = %.2f   drain / encoding = %.2f   live / bare = %.2f   live / encoding = %.2f\n",
+    (bare > 0 ? drain / bare : 0), (enc > 0 ? drain / enc : 0), (bare > 0 ? live / bare : 0), (enc > 0 ? live / enc : 0)
 }'

@@ -38,7 +38,7 @@ impl Record {
         out.extend_from_slice(b",\"key\":");
         write_json_str(out, &self.key);
         out.extend_from_slice(b",\"ts\":");
-        out.extend_from_slice(self.timestamp_ms.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(self.timestamp_ms).as_bytes());
         out.extend_from_slice(b",\"payload\":");
         if let Err(err) = write_payload(out, &self.payload) {
             out.truncate(start);

@@ -1,14 +1,8 @@
 //! The HTTP sink's sans-IO policy: how an answer is classified, `Retry-After`, the
-//! retry budget, backoff, and how a request body is built.
+//! retry budget and backoff (bodies are built in [`super::body`]).
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::time::{Duration, Instant, SystemTime};
-
-use bytes::Bytes;
-
-use super::config::{BodyCompression, Encoding};
-use crate::record::{EncodeError, Record};
 
 /// What an answer (or the lack of one) means for the batch that was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,104 +179,8 @@ impl Srtt {
     }
 }
 
-/// One record as it goes into bodies: its encoded form (without separator) and its
-/// payload (for the quarantine).
-#[derive(Debug, Clone)]
-pub struct Encoded {
-    /// The record's part of a body.
-    pub part: Bytes,
-    /// The payload as received.
-    pub payload: Bytes,
-}
-
-/// Encodes one record for `encoding`.
-///
-/// # Errors
-///
-/// [`EncodeError`] when an envelope cannot hold the payload (neither JSON nor UTF-8).
-/// `payload` takes any bytes.
-pub fn encode(record: &Record, encoding: Encoding) -> Result<Encoded, EncodeError> {
-    let part = match encoding {
-        Encoding::Payload => record.payload.clone(),
-        Encoding::Ndjson | Encoding::JsonArray => {
-            let mut line = Vec::with_capacity(record.payload.len() + 96);
-            record.write_ndjson(&mut line)?;
-            line.pop(); // the newline: separators are the body's
-            Bytes::from(line)
-        }
-    };
-    Ok(Encoded {
-        part,
-        payload: record.payload.clone(),
-    })
-}
-
-/// The `Content-Type` of a body.
-pub fn content_type(encoding: Encoding) -> &'static str {
-    match encoding {
-        Encoding::Ndjson | Encoding::Payload => "application/x-ndjson",
-        Encoding::JsonArray => "application/json",
-    }
-}
-
-/// Builds the body holding `parts`, compressed as configured.
-///
-/// # Errors
-///
-/// An I/O error from the compressor (which writes to memory: only on a bug).
-pub fn body(
-    parts: &[Encoded],
-    encoding: Encoding,
-    compression: BodyCompression,
-) -> std::io::Result<Bytes> {
-    let len: usize = parts.iter().map(|p| p.part.len() + 1).sum::<usize>() + 2;
-    let mut raw = Vec::with_capacity(len);
-    match encoding {
-        Encoding::Ndjson | Encoding::Payload => {
-            for p in parts {
-                raw.extend_from_slice(&p.part);
-                raw.push(b'\n');
-            }
-        }
-        Encoding::JsonArray => {
-            raw.push(b'[');
-            for (i, p) in parts.iter().enumerate() {
-                if i > 0 {
-                    raw.push(b',');
-                }
-                raw.extend_from_slice(&p.part);
-            }
-            raw.push(b']');
-        }
-    }
-    Ok(match compression {
-        BodyCompression::None => Bytes::from(raw),
-        BodyCompression::Gzip => {
-            let mut gz = flate2::write::GzEncoder::new(
-                Vec::with_capacity(raw.len() / 4),
-                flate2::Compression::fast(),
-            );
-            gz.write_all(&raw)?;
-            Bytes::from(gz.finish()?)
-        }
-        BodyCompression::Zstd => Bytes::from(zstd::bulk::compress(&raw, 3)?),
-    })
-}
-
-/// The `Content-Encoding` of a body, if compressed.
-pub fn content_encoding(compression: BodyCompression) -> Option<&'static str> {
-    match compression {
-        BodyCompression::None => None,
-        BodyCompression::Gzip => Some("gzip"),
-        BodyCompression::Zstd => Some("zstd"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::io::Read as _;
-    use std::sync::Arc;
-
     use super::*;
 
     #[test]
@@ -416,73 +314,4 @@ mod tests {
         assert_eq!(s.get(), Some(Duration::from_millis(90)));
     }
 
-    fn record(payload: &'static [u8]) -> Record {
-        Record {
-            source: Arc::from("gen"),
-            key: "k".to_owned(),
-            timestamp_ms: 1,
-            payload: Bytes::from_static(payload),
-            attributes: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn bodies_in_each_encoding_and_compression() {
-        let records = [record(b"{\"a\":1}"), record(b"{\"a\":2}")];
-        let parts = |e| {
-            records
-                .iter()
-                .map(|r| encode(r, e).unwrap())
-                .collect::<Vec<_>>()
-        };
-        let ndjson = body(
-            &parts(Encoding::Ndjson),
-            Encoding::Ndjson,
-            BodyCompression::None,
-        )
-        .unwrap();
-        let lines: Vec<serde_json::Value> = ndjson
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .collect();
-        assert_eq!(lines.len(), 2);
-        assert_eq!(lines[1]["payload"]["a"], 2);
-        let array = body(
-            &parts(Encoding::JsonArray),
-            Encoding::JsonArray,
-            BodyCompression::None,
-        )
-        .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&array).unwrap();
-        assert_eq!(v[0]["payload"]["a"], 1);
-        let payload = body(
-            &parts(Encoding::Payload),
-            Encoding::Payload,
-            BodyCompression::None,
-        )
-        .unwrap();
-        assert_eq!(&payload[..], b"{\"a\":1}\n{\"a\":2}\n");
-        let gz = body(
-            &parts(Encoding::Payload),
-            Encoding::Payload,
-            BodyCompression::Gzip,
-        )
-        .unwrap();
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        assert_eq!(out, payload);
-        let zs = body(
-            &parts(Encoding::Payload),
-            Encoding::Payload,
-            BodyCompression::Zstd,
-        )
-        .unwrap();
-        assert_eq!(zstd::bulk::decompress(&zs, 1 << 20).unwrap(), payload);
-        // A binary payload has no envelope, but goes as it is in `payload`.
-        assert!(encode(&record(b"\xff"), Encoding::Ndjson).is_err());
-        assert!(encode(&record(b"\xff"), Encoding::Payload).is_ok());
-    }
 }

@@ -37,6 +37,7 @@
 //! budget is spent, retries wait for it (backpressure: the lag grows, the WAL's
 //! `on_full` and `max_lag` decide upstream); nothing transient is dropped.
 
+mod body;
 mod config;
 mod core;
 mod shell;

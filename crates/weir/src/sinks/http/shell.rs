@@ -22,7 +22,8 @@ use weir_flow::aimd::{AimdConfig, ConcurrencyLimiter, Permit};
 use weir_flow::ordered::{OrderedConfig, OrderedError, OrderedStage, RetryPolicy, SubmitError};
 
 use super::config::{HeaderValue, HttpSinkConfig, Method};
-use super::core::{self, Class, Encoded, RetryBudget};
+use super::body::{self, Parts, PartsBuilder};
+use super::core::{self, Class, RetryBudget};
 use super::stats::HttpStats;
 use crate::keys::tls;
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
@@ -43,7 +44,7 @@ type Stage = OrderedStage<Arc<Batch>, Option<u64>, String, Op>;
 /// last request carries the offset.
 #[derive(Debug)]
 struct Batch {
-    parts: Vec<Encoded>,
+    parts: Parts,
     next_offset: Option<u64>,
 }
 
@@ -80,9 +81,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct HttpSink {
     shared: Arc<Shared>,
     stage: Option<Stage>,
-    /// Records of the request being filled.
-    pending: Vec<Encoded>,
-    pending_bytes: u64,
+    /// Records of the request being filled, encoded.
+    pending: PartsBuilder,
     /// The offset of the last WAL read wholly in `pending` or sealed before it.
     pending_offset: Option<u64>,
     /// When the first record (or offset) went into `pending`.
@@ -201,8 +201,7 @@ impl OpenSink for HttpSinkConfig {
         Ok(HttpSink {
             shared,
             stage: None,
-            pending: Vec::new(),
-            pending_bytes: 0,
+            pending: PartsBuilder::new(self.encoding),
             pending_offset: None,
             pending_since: None,
             sealed: None,
@@ -265,10 +264,9 @@ impl HttpSink {
             return;
         }
         self.sealed = Some(Arc::new(Batch {
-            parts: std::mem::take(&mut self.pending),
+            parts: self.pending.take(),
             next_offset: self.pending_offset.take(),
         }));
-        self.pending_bytes = 0;
         self.pending_since = None;
     }
 
@@ -337,7 +335,7 @@ impl HttpSink {
     fn full(&self) -> bool {
         let c = &self.shared.config;
         self.pending.len() >= c.batch_records.get() as usize
-            || self.pending_bytes >= c.batch_bytes.bytes()
+            || self.pending.bytes() >= c.batch_bytes.bytes()
     }
 }
 
@@ -355,22 +353,24 @@ impl Sink for HttpSink {
         rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
         self.submit_sealed().await?;
-        let encoding = self.shared.config.encoding;
         let mut unencodable = 0;
+        let batch_bytes = self.shared.config.batch_bytes.bytes();
         for record in &batch.records {
-            match core::encode(record, encoding) {
-                Ok(encoded) => {
-                    let len = encoded.part.len() as u64 + 1;
-                    if !self.pending.is_empty()
-                        && (self.full()
-                            || self.pending_bytes + len > self.shared.config.batch_bytes.bytes())
-                    {
+            if !self.pending.is_empty() && self.full() {
+                self.seal();
+                self.submit_sealed().await?;
+            }
+            match self.pending.push(record) {
+                Ok(_) => {
+                    if self.pending.len() > 1 && self.pending.bytes() > batch_bytes {
+                        // It did not fit: it starts the next request (encoded again,
+                        // which succeeds as it just did).
+                        self.pending.undo_last();
                         self.seal();
                         self.submit_sealed().await?;
+                        let _ = self.pending.push(record);
                     }
                     self.pending_since.get_or_insert_with(Instant::now);
-                    self.pending_bytes += len;
-                    self.pending.push(encoded);
                 }
                 Err(reason) => {
                     unencodable += 1;
@@ -396,7 +396,7 @@ impl Sink for HttpSink {
         Ok(Written {
             durable_through: self.released.take(),
             unencodable,
-            buffered_bytes: self.pending_bytes,
+            buffered_bytes: self.pending.bytes(),
         })
     }
 
@@ -500,7 +500,6 @@ impl Sink for HttpSink {
             self.stage = Some(self.new_stage());
         }
         self.pending.clear();
-        self.pending_bytes = 0;
         self.pending_offset = None;
         self.pending_since = None;
         self.sealed = None;
@@ -525,13 +524,13 @@ async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, 
         if lo == hi {
             continue;
         }
-        match shared.send_until_final(&batch.parts[lo..hi]).await? {
+        match shared.send_until_final(&batch.parts, lo, hi).await? {
             Final::Delivered => shared.stats.delivered((hi - lo) as u64),
             Final::Refused { status, body } if hi - lo == 1 => {
                 shared.stats.count_dead_letter(status);
                 dead.push(Rejected {
                     reason: format!("HTTP {status}: {body}"),
-                    payload: batch.parts[lo].payload.clone(),
+                    payload: batch.parts.payload(lo).clone(),
                 });
             }
             Final::Refused { status, .. } => {
@@ -613,11 +612,12 @@ struct Answer {
 }
 
 impl Shared {
-    /// Sends `parts` until the answer is final: transient failures are retried (with
+    /// Sends records `lo..hi` of `parts` until the answer is final: transient failures are retried (with
     /// backoff, `Retry-After` and the budget), configuration errors every `retry.max`.
-    async fn send_until_final(&self, parts: &[Encoded]) -> Result<Final, String> {
+    async fn send_until_final(&self, parts: &Parts, lo: usize, hi: usize) -> Result<Final, String> {
         let config = &self.config;
-        let body = core::body(parts, config.encoding, config.compression)
+        let body = parts
+            .body(lo, hi, config.encoding, config.compression)
             .map_err(|e| format!("building a request body: {e}"))?;
         let mut retries = 0u32;
         loop {
@@ -774,9 +774,9 @@ impl Shared {
         }
         headers.insert(
             CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static(core::content_type(self.config.encoding)),
+            hyper::header::HeaderValue::from_static(body::content_type(self.config.encoding)),
         );
-        if let Some(encoding) = core::content_encoding(self.config.compression) {
+        if let Some(encoding) = body::content_encoding(self.config.compression) {
             headers.insert(
                 CONTENT_ENCODING,
                 hyper::header::HeaderValue::from_static(encoding),
