@@ -89,8 +89,16 @@ fn a_503_is_never_followed_by_delivery_and_a_torn_batch_is_a_distinct_500() {
             .unwrap_or_else(|e| panic!("POST {request}: {e}\n{}", daemon.stderr()));
         answers.insert(request, (r.0, String::from_utf8_lossy(&r.2).into_owned()));
     }
+    let source = daemon.status()["sources"]["api"].clone();
     daemon.kill9();
     let codes: Vec<u16> = answers.values().map(|(code, _)| *code).collect();
+    // The torn request's records are counted in doubt, not refused.
+    let torn = codes.iter().filter(|&&c| c == 500).count();
+    assert_eq!(
+        source["in_doubt_records"].as_u64(),
+        Some((torn * RECORDS_PER_REQUEST) as u64),
+        "{source:#}"
+    );
     let first_failure = codes
         .iter()
         .position(|&c| c != 200)

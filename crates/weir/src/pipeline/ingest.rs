@@ -312,10 +312,7 @@ impl Admission {
                 add(&stats.bytes, bytes);
                 add(&stats.batches, 1);
             }
-            Err(_) => {
-                add(&stats.refused_records, records);
-                add(&stats.refused_batches, 1);
-            }
+            Err(e) => count_failure(stats, e, records),
         }
         result
     }
@@ -387,12 +384,20 @@ impl Appending {
                 add(&stats.bytes, self.bytes);
                 add(&stats.batches, 1);
             }
-            Err(_) => {
-                add(&stats.refused_records, self.records);
-                add(&stats.refused_batches, 1);
-            }
+            Err(e) => count_failure(stats, e, self.records),
         }
         result
+    }
+}
+
+/// Counts a batch the WAL did not make durable: in doubt when it may still be (written,
+/// then the WAL failed before the fsync), refused otherwise.
+fn count_failure(stats: &SourceStats, e: &AppendError, records: u64) {
+    if e.may_be_durable() {
+        add(&stats.in_doubt_records, records);
+    } else {
+        add(&stats.refused_records, records);
+        add(&stats.refused_batches, 1);
     }
 }
 

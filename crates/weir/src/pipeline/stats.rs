@@ -32,6 +32,9 @@ pub struct SourceStats {
     pub refused_records: AtomicU64,
     /// Requests refused before admission (HTTP: 401, 413, 400, concurrency).
     pub refused_requests: AtomicU64,
+    /// Records written and then not made durable (the WAL failed between the write
+    /// and its fsync): they may or may not be delivered after a restart. Not refused.
+    pub in_doubt_records: AtomicU64,
     /// Batches waiting on admission or durability right now.
     waiters: AtomicU64,
     /// When the current run of waiting began (ms since the epoch), 0 if none.
@@ -65,6 +68,7 @@ impl SourceStats {
             refused_batches: AtomicU64::new(0),
             refused_records: AtomicU64::new(0),
             refused_requests: AtomicU64::new(0),
+            in_doubt_records: AtomicU64::new(0),
             waiters: AtomicU64::new(0),
             wait_started_ms: AtomicU64::new(0),
             detail: std::sync::OnceLock::new(),

@@ -72,6 +72,7 @@ impl Registry {
                         "refused_batches": get(&s.refused_batches),
                         "refused_records": get(&s.refused_records),
                         "refused_requests": get(&s.refused_requests),
+                        "in_doubt_records": get(&s.in_doubt_records),
                         "waiting_ms": s.waiting_ms(),
                 });
                 if let (Some(detail), Some(map)) = (s.detail.get(), section.as_object_mut()) {
@@ -155,7 +156,7 @@ impl Registry {
     fn register_metrics(&self, telemetry: &Telemetry) {
         type SourceField = fn(&SourceStats) -> &std::sync::atomic::AtomicU64;
         let rejected = "Records a source could not make durable (WAL full under reject, admission timeout), by reason.";
-        let per_source: [(&str, &str, Option<&str>, SourceField); 4] = [
+        let per_source: [(&str, &str, Option<&str>, SourceField); 5] = [
             (
                 "weir_source_records_total",
                 "Records a source made durable in the WAL.",
@@ -179,6 +180,13 @@ impl Registry {
                 rejected,
                 Some("request_refused"),
                 |s| &s.refused_requests,
+            ),
+            (
+                "weir_source_in_doubt_records_total",
+                "Records written and then not fsynced (the WAL failed): they may or may \
+                 not be delivered after a restart.",
+                None,
+                |s| &s.in_doubt_records,
             ),
         ];
         for (name, _, s) in &self.sources {

@@ -258,7 +258,10 @@ mod tests {
         let three: &[&[u8]] = &[b"{\"a\":1}", b"\"two\"", b"{\"a\":3}"];
         let p = parts(Encoding::Payload, three);
         let none = BodyCompression::None;
-        assert_eq!(&p.body(1, 2, Encoding::Payload, none).unwrap()[..], b"\"two\"\n");
+        assert_eq!(
+            &p.body(1, 2, Encoding::Payload, none).unwrap()[..],
+            b"\"two\"\n"
+        );
         assert_eq!(
             &p.body(1, 3, Encoding::Payload, none).unwrap()[..],
             b"\"two\"\n{\"a\":3}\n"

@@ -313,5 +313,4 @@ mod tests {
         s.observe(Duration::from_millis(160));
         assert_eq!(s.get(), Some(Duration::from_millis(90)));
     }
-
 }

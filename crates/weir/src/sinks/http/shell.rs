@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use weir_flow::aimd::{AimdConfig, ConcurrencyLimiter, Permit};
 use weir_flow::ordered::{OrderedConfig, OrderedError, OrderedStage, RetryPolicy, SubmitError};
 
-use super::config::{HeaderValue, HttpSinkConfig, Method};
 use super::body::{self, Parts, PartsBuilder};
+use super::config::{HeaderValue, HttpSinkConfig, Method};
 use super::core::{self, Class, RetryBudget};
 use super::stats::HttpStats;
 use crate::keys::tls;
