@@ -1,13 +1,117 @@
-//! Request bodies: a request's records encoded back to back into one buffer as they
-//! arrive (no allocation per record), sent as a slice of it; a bisected part of a
-//! request is a smaller slice.
+//! Request bodies. The sink's writer only gathers a request's records ([`Gather`]:
+//! ranges of the WAL reads that hold them, no copy); each request's own task encodes
+//! them back to back into one buffer ([`PartsBuilder`], no allocation per record), so
+//! requests encode in parallel; the body is a slice of that buffer, and a bisected part
+//! of a request a smaller slice.
 
 use std::io::Write as _;
+use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::config::{BodyCompression, Encoding};
+use crate::pipeline::SinkBatch;
 use crate::record::{EncodeError, Record};
+
+/// Bytes an envelope adds to a record's payload, key, source and attributes
+/// (`{"source":"","key":"","ts":,"payload":,"attributes":{}}` and the newline: 56, plus
+/// a 13-digit millisecond time), for sizing requests before they are encoded.
+const ENVELOPE_BYTES: u64 = 69;
+
+/// Whether `record` can be encoded in `encoding`, and its size once encoded (exact for
+/// `payload`; for envelopes, exact for a compact JSON payload and a little under for a
+/// string payload that needs escaping).
+///
+/// # Errors
+///
+/// [`EncodeError`] when an envelope cannot hold the payload: it is not UTF-8 (JSON is
+/// UTF-8, and UTF-8 text goes as a JSON string).
+pub fn size(record: &Record, encoding: Encoding) -> Result<u64, EncodeError> {
+    let payload = record.payload.len() as u64;
+    match encoding {
+        Encoding::Payload => Ok(payload + 1),
+        Encoding::Ndjson | Encoding::JsonArray => {
+            if let Err(e) = std::str::from_utf8(&record.payload) {
+                return Err(EncodeError::NotText {
+                    len: record.payload.len(),
+                    valid_up_to: e.valid_up_to(),
+                });
+            }
+            let attributes: usize = record
+                .attributes
+                .iter()
+                .map(|(name, value)| name.len() + value.len() + 6)
+                .sum();
+            Ok(payload
+                + (record.key.len() + record.source.len() + attributes) as u64
+                + ENVELOPE_BYTES)
+        }
+    }
+}
+
+/// The records of one request, as ranges of the WAL reads that hold them.
+#[derive(Debug, Default)]
+pub struct Gather {
+    segments: Vec<(Arc<SinkBatch>, Range<usize>)>,
+    records: usize,
+    bytes: u64,
+}
+
+impl Gather {
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.records
+    }
+
+    /// Whether it holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Their size once encoded (see [`size`]).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Adds record `i` of `batch`, of encoded size `size`.
+    pub fn push(&mut self, batch: &Arc<SinkBatch>, i: usize, size: u64) {
+        match self.segments.last_mut() {
+            Some((last, range)) if Arc::ptr_eq(last, batch) && range.end == i => range.end += 1,
+            _ => self.segments.push((Arc::clone(batch), i..i + 1)),
+        }
+        self.records += 1;
+        self.bytes += size;
+    }
+
+    /// The records held, leaving it empty.
+    pub fn take(&mut self) -> Gather {
+        std::mem::take(self)
+    }
+
+    /// Forgets every record held.
+    pub fn clear(&mut self) {
+        *self = Gather::default();
+    }
+
+    /// Encodes the records into [`Parts`]; a record that cannot be encoded is handed
+    /// to `refused` with the reason instead (none can once [`size`] accepted it).
+    pub fn encode(
+        &self,
+        encoding: Encoding,
+        mut refused: impl FnMut(&Record, EncodeError),
+    ) -> Parts {
+        let mut builder = PartsBuilder::with_capacity(encoding, self.records, self.bytes);
+        for (batch, range) in &self.segments {
+            for record in &batch.records[range.clone()] {
+                if let Err(e) = builder.push(record) {
+                    refused(record, e);
+                }
+            }
+        }
+        builder.take()
+    }
+}
 
 /// The records of one request: each record's encoded form followed by `\n`, back to
 /// back, and each record's payload (for the quarantine).
@@ -97,29 +201,14 @@ pub struct PartsBuilder {
 }
 
 impl PartsBuilder {
-    /// An empty request of `encoding`.
-    pub fn new(encoding: Encoding) -> Self {
+    /// An empty request of `encoding` with room for `records` records of `bytes`.
+    pub fn with_capacity(encoding: Encoding, records: usize, bytes: u64) -> Self {
         PartsBuilder {
             encoding,
-            raw: Vec::new(),
-            ends: Vec::new(),
-            payloads: Vec::new(),
+            raw: Vec::with_capacity(usize::try_from(bytes).unwrap_or(0)),
+            ends: Vec::with_capacity(records),
+            payloads: Vec::with_capacity(records),
         }
-    }
-
-    /// Records held.
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// Whether it holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// Encoded bytes held (separators included).
-    pub fn bytes(&self) -> u64 {
-        self.raw.len() as u64
     }
 
     /// Encodes `record` at the end; returns the bytes it added.
@@ -135,24 +224,11 @@ impl PartsBuilder {
                 self.raw.extend_from_slice(&record.payload);
                 self.raw.push(b'\n');
             }
-            Encoding::Ndjson | Encoding::JsonArray => {
-                if self.raw.capacity() == 0 {
-                    self.raw.reserve(64 * 1024);
-                }
-                record.write_ndjson(&mut self.raw)?;
-            }
+            Encoding::Ndjson | Encoding::JsonArray => record.write_ndjson(&mut self.raw)?,
         }
         self.ends.push(self.raw.len() - 1);
         self.payloads.push(record.payload.clone());
         Ok((self.raw.len() - start) as u64)
-    }
-
-    /// Takes the last record pushed back out.
-    pub fn undo_last(&mut self) {
-        if self.ends.pop().is_some() {
-            self.payloads.pop();
-            self.raw.truncate(self.ends.last().map_or(0, |end| end + 1));
-        }
     }
 
     /// The records held, leaving it empty (with a buffer of the same size for the
@@ -165,13 +241,6 @@ impl PartsBuilder {
             ends: std::mem::take(&mut self.ends),
             payloads: std::mem::take(&mut self.payloads),
         }
-    }
-
-    /// Forgets every record held.
-    pub fn clear(&mut self) {
-        self.raw.clear();
-        self.ends.clear();
-        self.payloads.clear();
     }
 }
 
@@ -210,7 +279,7 @@ mod tests {
     }
 
     fn parts(encoding: Encoding, payloads: &[&'static [u8]]) -> Parts {
-        let mut builder = PartsBuilder::new(encoding);
+        let mut builder = PartsBuilder::with_capacity(encoding, 0, 0);
         for p in payloads {
             builder.push(&record(p)).unwrap();
         }
@@ -277,21 +346,62 @@ mod tests {
     }
 
     #[test]
-    fn a_record_without_an_envelope_adds_nothing() {
-        let mut builder = PartsBuilder::new(Encoding::Ndjson);
+    fn a_record_without_an_envelope_is_refused_and_adds_nothing() {
+        let mut builder = PartsBuilder::with_capacity(Encoding::Ndjson, 0, 0);
         builder.push(&record(b"{\"a\":1}")).unwrap();
-        let before = builder.bytes();
         // A binary payload has no envelope, but goes as it is in `payload`.
         assert!(builder.push(&record(b"\xff")).is_err());
-        assert_eq!((builder.len(), builder.bytes()), (1, before));
-        let mut payload = PartsBuilder::new(Encoding::Payload);
-        assert!(payload.push(&record(b"\xff")).is_ok());
-        builder.push(&record(b"[2]")).unwrap();
-        builder.undo_last();
-        assert_eq!((builder.len(), builder.bytes()), (1, before));
-        // The next request starts empty.
         let taken = builder.take();
         assert_eq!(taken.len(), 1);
-        assert!(builder.is_empty() && builder.bytes() == 0);
+        let body = taken
+            .body(0, 1, Encoding::Ndjson, BodyCompression::None)
+            .unwrap();
+        assert_eq!(body.iter().filter(|b| **b == b'\n').count(), 1);
+        assert!(size(&record(b"\xff"), Encoding::Ndjson).is_err());
+        assert_eq!(size(&record(b"\xff"), Encoding::Payload).unwrap(), 2);
+        let mut payload = PartsBuilder::with_capacity(Encoding::Payload, 0, 0);
+        assert!(payload.push(&record(b"\xff")).is_ok());
+    }
+
+    #[test]
+    fn gathered_records_encode_in_order_and_sizes_match_compact_json() {
+        let batch = |payloads: &[&'static [u8]]| {
+            Arc::new(SinkBatch {
+                records: payloads.iter().map(|p| record(p)).collect(),
+                next_offset: 0,
+                bytes: 0,
+                positions: Vec::new(),
+            })
+        };
+        let (a, b) = (batch(&[b"{\"n\":1}", b"{\"n\":2}"]), batch(&[b"{\"n\":3}"]));
+        let mut gather = Gather::default();
+        for (batch, i) in [(&a, 0), (&a, 1), (&b, 0)] {
+            let s = size(&batch.records[i], Encoding::Ndjson).unwrap();
+            gather.push(batch, i, s);
+        }
+        assert_eq!(
+            gather.segments.len(),
+            2,
+            "contiguous records share a segment"
+        );
+        let parts = gather.encode(Encoding::Ndjson, |_, e| panic!("{e}"));
+        let body = parts
+            .body(0, 3, Encoding::Ndjson, BodyCompression::None)
+            .unwrap();
+        let ns: Vec<u64> = body
+            .split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                serde_json::from_slice::<serde_json::Value>(l).unwrap()["payload"]["n"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ns, [1, 2, 3]);
+        // The estimate is the exact size of a compact JSON payload's line with a
+        // 13-digit time (these records' `ts` is 1: 12 digits fewer each).
+        assert_eq!(gather.bytes(), body.len() as u64 + 3 * 12);
+        let taken = gather.take();
+        assert_eq!((taken.len(), gather.len()), (3, 0));
     }
 }

@@ -83,8 +83,9 @@ pub struct HttpSinkConfig {
     pub compression: BodyCompression,
     /// Records per request, at most. Default 500.
     pub batch_records: NonZeroU32,
-    /// Encoded bytes per request (before compression), at most; a single larger
-    /// record goes alone. Default 1 MiB.
+    /// Encoded bytes per request (before compression), at most, as estimated before
+    /// encoding (exact for compact JSON payloads; a string payload that needs escaping
+    /// encodes a little larger); a single larger record goes alone. Default 1 MiB.
     pub batch_bytes: ByteSize,
     /// How long a request that is not full waits for more records. Default 200 ms.
     pub batch_linger: Duration,
@@ -261,8 +262,9 @@ impl SinkKeys for HttpSinkConfig {
 
     fn bounds(&self, bounds: &mut Bounds<'_>) {
         // Every batch admitted to the ordered stage (in flight, waiting to retry, or
-        // done and held behind an earlier one) is held once encoded and once as the
-        // (compressed) body; plus the one being filled.
+        // done and held behind an earlier one) holds its records (in the WAL reads they
+        // came in) and their encoding (the body is a slice of it, or its compressed
+        // copy); plus the one being filled.
         let held = u64::from(self.max_concurrency.get()) * 2 + 1;
         bounds.add(
             "requests",
@@ -270,7 +272,7 @@ impl SinkKeys for HttpSinkConfig {
             times(held, self.batch_bytes.bytes()) * 2,
             format!(
                 "2 × max_concurrency ({}) batches in flight or held for order, and one \
-                 being filled, each batch_bytes {} encoded plus its body",
+                 being filled, each batch_bytes {} of records plus their encoding",
                 self.max_concurrency, self.batch_bytes
             ),
         );

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use weir_flow::aimd::{AimdConfig, ConcurrencyLimiter, Permit};
 use weir_flow::ordered::{OrderedConfig, OrderedError, OrderedStage, RetryPolicy, SubmitError};
 
-use super::body::{self, Parts, PartsBuilder};
+use super::body::{self, Gather, Parts};
 use super::config::{HeaderValue, HttpSinkConfig, Method};
 use super::core::{self, Class, RetryBudget};
 use super::stats::HttpStats;
@@ -44,7 +44,7 @@ type Stage = OrderedStage<Arc<Batch>, Option<u64>, String, Op>;
 /// last request carries the offset.
 #[derive(Debug)]
 struct Batch {
-    parts: Parts,
+    records: Gather,
     next_offset: Option<u64>,
 }
 
@@ -81,8 +81,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct HttpSink {
     shared: Arc<Shared>,
     stage: Option<Stage>,
-    /// Records of the request being filled, encoded.
-    pending: PartsBuilder,
+    /// Records of the request being filled (encoded by its own task once sealed).
+    pending: Gather,
     /// The offset of the last WAL read wholly in `pending` or sealed before it.
     pending_offset: Option<u64>,
     /// When the first record (or offset) went into `pending`.
@@ -201,7 +201,7 @@ impl OpenSink for HttpSinkConfig {
         Ok(HttpSink {
             shared,
             stage: None,
-            pending: PartsBuilder::new(self.encoding),
+            pending: Gather::default(),
             pending_offset: None,
             pending_since: None,
             sealed: None,
@@ -264,7 +264,7 @@ impl HttpSink {
             return;
         }
         self.sealed = Some(Arc::new(Batch {
-            parts: self.pending.take(),
+            records: self.pending.take(),
             next_offset: self.pending_offset.take(),
         }));
         self.pending_since = None;
@@ -354,22 +354,20 @@ impl Sink for HttpSink {
     ) -> Result<Written, SinkError> {
         self.submit_sealed().await?;
         let mut unencodable = 0;
-        let batch_bytes = self.shared.config.batch_bytes.bytes();
-        for record in &batch.records {
-            if !self.pending.is_empty() && self.full() {
-                self.seal();
-                self.submit_sealed().await?;
-            }
-            match self.pending.push(record) {
-                Ok(_) => {
-                    if self.pending.len() > 1 && self.pending.bytes() > batch_bytes {
-                        // It did not fit: it starts the next request (encoded again,
-                        // which succeeds as it just did).
-                        self.pending.undo_last();
+        let (encoding, batch_bytes) = (
+            self.shared.config.encoding,
+            self.shared.config.batch_bytes.bytes(),
+        );
+        for (i, record) in batch.records.iter().enumerate() {
+            match body::size(record, encoding) {
+                Ok(size) => {
+                    if !self.pending.is_empty()
+                        && (self.full() || self.pending.bytes() + size > batch_bytes)
+                    {
                         self.seal();
                         self.submit_sealed().await?;
-                        let _ = self.pending.push(record);
                     }
+                    self.pending.push(batch, i, size);
                     self.pending_since.get_or_insert_with(Instant::now);
                 }
                 Err(reason) => {
@@ -518,19 +516,26 @@ enum Final {
 /// One batch's life: sent until delivered, bisected while refused; refused records
 /// go to the quarantine (durably) before the batch counts as delivered.
 async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, String> {
-    let mut todo = vec![(0, batch.parts.len())];
+    // Encoded here, in the request's own task, so that requests encode in parallel.
     let mut dead = Vec::new();
+    let parts = batch.records.encode(shared.config.encoding, |record, e| {
+        dead.push(Rejected {
+            reason: e.to_string(),
+            payload: record.payload.clone(),
+        });
+    });
+    let mut todo = vec![(0, parts.len())];
     while let Some((lo, hi)) = todo.pop() {
         if lo == hi {
             continue;
         }
-        match shared.send_until_final(&batch.parts, lo, hi).await? {
+        match shared.send_until_final(&parts, lo, hi).await? {
             Final::Delivered => shared.stats.delivered((hi - lo) as u64),
             Final::Refused { status, body } if hi - lo == 1 => {
                 shared.stats.count_dead_letter(status);
                 dead.push(Rejected {
                     reason: format!("HTTP {status}: {body}"),
-                    payload: batch.parts.payload(lo).clone(),
+                    payload: parts.payload(lo).clone(),
                 });
             }
             Final::Refused { status, .. } => {
