@@ -30,7 +30,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
+pub use super::status::MqttStatus;
 
 /// Attribute set on the first QoS 0 record after drops.
 pub const GAP_ATTRIBUTE: &str = "mqtt.gap";
@@ -219,79 +219,6 @@ impl Unit {
             held_bytes: self.held_bytes,
         }
     }
-}
-
-/// Counters and gauges for `/status` and `/metrics`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct MqttStatus {
-    /// Connected to the broker now.
-    pub connected: bool,
-    /// Connections made (CONNACKs received).
-    pub connections: u64,
-    /// Connections made after the first.
-    pub reconnects: u64,
-    /// QoS 1/2 messages of this connection not yet acked.
-    pub unacked: u64,
-    /// The most ever unacked at once.
-    pub max_unacked: u64,
-    /// `expected_broker_window`.
-    pub window: u64,
-    /// Unacked messages holding a payload above which reading pauses.
-    pub guard_limit: u64,
-    /// Payload bytes of QoS 1/2 messages not yet durable (queued or on their way to
-    /// the WAL).
-    pub held_bytes: u64,
-    /// The most ever held at once.
-    pub max_held_bytes: u64,
-    /// `held_bytes` above which reading pauses (`expected_broker_window ×
-    /// max_message_bytes`).
-    pub held_limit_bytes: u64,
-    /// Reading the socket is paused now: more than `guard_limit` unacked or more than
-    /// `held_limit_bytes` held (a broker that overshoots its window).
-    pub reading_paused: bool,
-    /// Times reading was paused.
-    pub read_pauses: u64,
-    /// Since when (ms since the epoch) the window has been full: the broker sends
-    /// nothing more until the WAL makes room. `null` when not full.
-    pub paused_since_ms: Option<u64>,
-    /// PUBLISH packets received.
-    pub received: u64,
-    /// Acks sent (PUBACK or PUBREC).
-    pub acked: u64,
-    /// Redeliveries not written again.
-    pub duplicates_skipped: u64,
-    /// QoS 0 messages received.
-    pub qos0_received: u64,
-    /// QoS 0 messages held (queued or on their way to the WAL).
-    pub qos0_queue_messages: u64,
-    /// QoS 0 payload bytes held (queued or on their way to the WAL).
-    pub qos0_queue_bytes: u64,
-    /// `qos0_queue_bytes`.
-    pub qos0_queue_max_bytes: u64,
-    /// QoS 0 messages dropped because the budget was spent.
-    pub qos0_dropped: u64,
-    /// QoS 0 messages that arrived after shutdown began, or that the WAL did not take
-    /// before it: not written (QoS 1/2 messages then are not acked, and the broker
-    /// redelivers them).
-    pub qos0_dropped_at_shutdown: u64,
-    /// Messages above `max_message_bytes` sent to the quarantine.
-    pub oversized: u64,
-    /// Connections dropped by the guard: reading stayed paused for a keepalive (the
-    /// WAL made no room), so the connection could not be kept alive.
-    pub guard_disconnects: u64,
-    /// Connections lost to errors.
-    pub connection_errors: u64,
-    /// Mean time from PUBLISH received to ack sent, ms.
-    pub ack_latency_ms_mean: f64,
-    /// Largest time from PUBLISH received to ack sent, ms.
-    pub ack_latency_ms_max: u64,
-    /// Units taken for the WAL and not yet durable (several may be on their way at
-    /// once, appended in arrival order).
-    pub units_in_flight: u64,
-    /// The most units ever on their way at once.
-    pub max_units_in_flight: u64,
-    /// The last connection error.
-    pub last_error: Option<String>,
 }
 
 #[derive(Debug)]

@@ -37,6 +37,8 @@ pub mod client;
 mod config;
 pub mod core;
 mod shell;
+mod status;
 
 pub use self::config::{MqttConfig, MqttProtocol, MqttScheme, MqttTopic, MqttUrl, Qos};
-pub use self::shell::{Shared, register, run};
+pub use self::shell::{Shared, run};
+pub use self::status::register;

@@ -5,19 +5,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, watch};
-use weir_flow::FlowStats;
 use weir_wal::Batch;
 
 use super::client;
 use super::client::{Acker, Connection, Event};
 use super::config::{MqttConfig, Qos};
 use super::core::{AckToken, Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use super::status::register;
 use crate::pipeline::appends::{self, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
 use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sources::{SourceContext, StartSource};
-use crate::telemetry::{State, Telemetry};
+use crate::telemetry::State;
 
 impl StartSource for MqttConfig {
     type Checked = ();
@@ -103,116 +103,6 @@ impl Shared {
     /// The counters now (for `/status`).
     pub fn status(&self) -> MqttStatus {
         self.ledger().status()
-    }
-}
-
-/// Registers the source's queues (`sources.NAME.window`: unacked QoS 1/2 messages
-/// against the window; `sources.NAME.qos0_queue`: QoS 0 messages held against
-/// `qos0_queue_bytes`) and metrics: drops, unacked, reconnects, disconnects by reason.
-pub fn register(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
-    let s = Arc::clone(shared);
-    let window = s.status().window;
-    telemetry.register_queue(
-        &format!("sources.{name}.window"),
-        Some(window),
-        None,
-        move || {
-            let m = s.status();
-            // Acked, or unacked now; messages of lost connections are the broker's again.
-            let mut f = FlowStats::default();
-            f.offered = m.acked + m.unacked;
-            f.accepted = f.offered;
-            f.delivered = m.acked;
-            f.depth = m.unacked;
-            f.max_depth = m.max_unacked;
-            f
-        },
-    );
-    let s = Arc::clone(shared);
-    let max_bytes = s.status().qos0_queue_max_bytes;
-    telemetry.register_queue(
-        &format!("sources.{name}.qos0_queue"),
-        None,
-        Some(max_bytes),
-        move || {
-            let m = s.status();
-            let mut f = FlowStats::default();
-            f.offered = m.qos0_received;
-            f.accepted = m.qos0_received - m.qos0_dropped;
-            f.delivered = f.accepted - m.qos0_queue_messages;
-            f.dropped_newest = m.qos0_dropped;
-            f.depth = m.qos0_queue_messages;
-            f.bytes = m.qos0_queue_bytes;
-            f
-        },
-    );
-    register_metrics(name, shared, telemetry);
-}
-
-fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
-    type Field = fn(&MqttStatus) -> u64;
-    type Label<'a> = Option<(&'a str, &'a str)>;
-    let counters: [(&str, &str, Label<'_>, Field); 5] = [
-        (
-            "weir_source_dropped_total",
-            "Records a source dropped by policy, by reason.",
-            Some(("reason", "qos0_queue_full")),
-            |s| s.qos0_dropped,
-        ),
-        (
-            "weir_source_dropped_total",
-            "Records a source dropped by policy, by reason.",
-            Some(("reason", "shutdown")),
-            |s| s.qos0_dropped_at_shutdown,
-        ),
-        (
-            "weir_mqtt_reconnects_total",
-            "Connections to the broker made after the first.",
-            None,
-            |s| s.reconnects,
-        ),
-        (
-            "weir_mqtt_disconnects_total",
-            "Connections to the broker lost, by reason.",
-            Some(("reason", "unacked_guard")),
-            |s| s.guard_disconnects,
-        ),
-        (
-            "weir_mqtt_disconnects_total",
-            "Connections to the broker lost, by reason.",
-            Some(("reason", "connection_error")),
-            |s| s.connection_errors,
-        ),
-    ];
-    for (metric, help, label, field) in counters {
-        let mut labels = vec![("source", name)];
-        labels.extend(label);
-        let s = Arc::clone(shared);
-        telemetry.register_counter_fn(metric, help, &labels, move || field(&s.status()));
-    }
-    let gauges: [(&str, &str, Field); 3] = [
-        (
-            "weir_mqtt_unacked",
-            "QoS 1/2 messages received and not yet acked (waiting for durability).",
-            |s| s.unacked,
-        ),
-        (
-            "weir_mqtt_window",
-            "The broker's expected inflight window (expected_broker_window).",
-            |s| s.window,
-        ),
-        (
-            "weir_mqtt_qos0_queue_bytes",
-            "QoS 0 payload bytes held on their way to the WAL.",
-            |s| s.qos0_queue_bytes,
-        ),
-    ];
-    for (metric, help, field) in gauges {
-        let s = Arc::clone(shared);
-        #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
-        telemetry.register_gauge_fn(metric, help, &[("source", name)], move || {
-            field(&s.status()) as f64
-        });
     }
 }
 
