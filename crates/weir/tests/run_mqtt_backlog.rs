@@ -84,6 +84,113 @@ path = "{out}"
     )
 }
 
+/// The same pipeline behind a stalled WAL: a small one (256 KiB) whose retention a
+/// required blackhole sink at 1 record/s holds, so admission blocks and nothing
+/// becomes durable; keepalive 2 s. With `rate` unset, the gate is open.
+fn stalled_config(dir: &Path, status: SocketAddr, url: &str, rate: Option<u64>) -> String {
+    let base = config(dir, status, url, "3.1.1")
+        .replace(
+            "max_disk = \"64 MiB\"\nsegment_bytes = \"4 MiB\"",
+            "max_disk = \"256 KiB\"\nsegment_bytes = \"32 KiB\"\nmax_pending_bytes = \"64 KiB\"",
+        )
+        .replace("keepalive = \"5s\"", "keepalive = \"2s\"");
+    let rate = rate.map(|r| format!("rate = {r}")).unwrap_or_default();
+    format!(
+        "{base}\n[sinks.gate]\ntype = \"blackhole\"\ninputs = [\"{SOURCE}\"]\nread_batch_records = 10\n{rate}\n"
+    )
+}
+
+/// Behind a stalled WAL, the distribution's broker sends beyond its window as soon
+/// as acks flowed: weir reads no more than its bounds, the guard drops the connection
+/// each keepalive (pings cannot go out while reading is paused), memory stays bounded
+/// all along, and once the WAL moves again everything arrives.
+#[test]
+fn behind_a_stalled_wal_the_distributions_broker_costs_no_more_than_the_bound() {
+    const STALL_TOPICS: usize = 2;
+    const STALL_PER_TOPIC: u64 = 2_500;
+    let bin = distro_mosquitto_bin();
+    let version = mosquitto_version(&bin);
+    let broker = Mosquitto::start(MosquittoOpts {
+        max_inflight_messages: WINDOW,
+        bin: Some(bin),
+        ..MosquittoOpts::default()
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = free_addr();
+    let stalled = write_config(
+        dir.path(),
+        &stalled_config(dir.path(), status, &broker.url(), Some(1)),
+    );
+    let daemon = Daemon::start(dir.path(), &stalled, status, &[]);
+    warm_up(&broker, &daemon);
+    // 10 MB, forty times the WAL.
+    let mut publisher = Publisher::connect(broker.addr, "stall-publisher").expect("connect");
+    let n = publisher
+        .publish_all(1, sequenced(STALL_TOPICS, STALL_PER_TOPIC, PAD))
+        .expect("publish");
+    publisher.disconnect();
+    let s = daemon.wait_for("a guard disconnect", Duration::from_secs(30), |s| {
+        field(s, "guard_disconnects").unwrap_or(0) >= 1
+    });
+    let limit = field(&s, "held_limit_bytes").expect("held_limit_bytes");
+    // Three more keepalives of pauses and guard disconnects: never above the bound.
+    let end = Instant::now() + Duration::from_secs(6);
+    let mut samples = 0;
+    while Instant::now() < end {
+        let s = daemon.status();
+        let held = field(&s, "held_bytes").expect("held_bytes");
+        assert!(
+            held <= limit + MAX_MESSAGE_BYTES,
+            "held {held} > {limit}: {:#}",
+            mqtt(&s)
+        );
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = daemon.status();
+    let m = mqtt(&s).clone();
+    let max_held = field(&s, "max_held_bytes").expect("max_held_bytes");
+    assert!(max_held <= limit + MAX_MESSAGE_BYTES, "{m:#}");
+    eprintln!(
+        "stalled WAL, mosquitto {version}: {} guard disconnects, {} read pauses, max_unacked {}, \
+         held at most {max_held} of {limit} bytes ({samples} samples)",
+        m["guard_disconnects"], m["read_pauses"], m["max_unacked"]
+    );
+    daemon.stop();
+
+    // The gate opens: everything arrives.
+    let open = write_config(
+        dir.path(),
+        &stalled_config(dir.path(), status, &broker.url(), None),
+    );
+    let daemon = Daemon::start(dir.path(), &open, status, &[]);
+    let out = dir.path().join("out");
+    let deadline = Instant::now() + DRAIN_LIMIT;
+    let per_topic = |by_topic: &BTreeMap<String, Vec<u64>>| {
+        by_topic
+            .values()
+            .map(|seqs| {
+                let mut seen = vec![false; STALL_PER_TOPIC as usize];
+                seqs.iter().for_each(|&q| seen[q as usize] = true);
+                seen.iter().filter(|&&b| b).count() as u64
+            })
+            .sum::<u64>()
+    };
+    loop {
+        let have = per_topic(&seqs_by_topic(&out));
+        if have == n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{have} of {n} arrived after the gate opened: {:#}",
+            mqtt(&daemon.status())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon.stop();
+}
+
 fn mqtt(status: &Value) -> &Value {
     &status["sources"][SOURCE]["mqtt"]
 }
