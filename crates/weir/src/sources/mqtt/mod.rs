@@ -1,13 +1,13 @@
 //! The `mqtt` source: subscribes to a broker (MQTT 3.1.1 or 5) and withholds each QoS
 //! 1/2 ack until the record is durable in the WAL.
 //!
-//! Two tasks share a [`Ledger`] (see [`core`] for its rules):
+//! Two tasks share a [`Ledger`](core::Ledger) (see [`core`] for its rules):
 //!
 //! - the **connection task** owns rumqttc's event loop and awaits nothing but its
 //!   poll, so keepalive pings and queued acks go out while acks are withheld; the
 //!   broker stops at its inflight window (`max_inflight_messages`, or the receive
 //!   maximum weir announces under MQTT 5), and that is how backpressure reaches the
-//!   publishers. Each PUBLISH is [`offer`](Ledger::offer)ed to the ledger. A broker
+//!   publishers. Each PUBLISH is [`offer`](core::Ledger::offer)ed to the ledger. A broker
 //!   that sends beyond its window (Mosquitto 2.0.11 once acks flow, under 3.1.1 and
 //!   5 alike) is met with TCP backpressure: while more than `expected_broker_window ×
 //!   unacked_guard_multiple` messages are unacked, or more than `expected_broker_window
