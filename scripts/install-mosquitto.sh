@@ -7,8 +7,9 @@
 # messages into flight (db__message_delete_outgoing counts only the inflight messages
 # ahead of the acked one; fixed in 2.0.13, "various fixes around inflight quota
 # management", mosquitto #2306), so a subscriber that withholds acks still receives far
-# more than the window. weir's guard disconnects then, as designed, but the tests must
-# measure weir against a broker that keeps its own limit.
+# more than the window. weir stops reading the socket then, as designed (the tests in
+# run_mqtt_backlog.rs run against both brokers), but the other tests must measure weir
+# against a broker that keeps its own limit.
 #
 # Where the source comes from: the next Debian release (trixie: 2.0.21), fetched by apt
 # itself. The script reads the machine's own apt sources (one-line .list and deb822

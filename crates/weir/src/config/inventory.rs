@@ -250,7 +250,9 @@ row_group_bytes = "5 MiB"
             ("sources.api.window", Some(7), 7 * 2048)
         );
         assert!(
-            window.note.contains("disconnects above 28 unacked"),
+            window
+                .note
+                .contains("or 28 unacked (a broker sending beyond its window), reading pauses"),
             "{}",
             window.note
         );
@@ -258,6 +260,14 @@ row_group_bytes = "5 MiB"
         assert_eq!(
             (qos0.name.as_str(), qos0.items, qos0.bytes),
             ("sources.api.qos0_queue", None, 32 * 1024)
+        );
+        let acks = &inventory.queues[2];
+        assert_eq!(acks.name, "sources.api.acks");
+        assert_eq!(acks.items, Some(65_535 + 28 + 64));
+        assert!(
+            acks.bytes < 2 * 1024 * 1024,
+            "the channel holds only the guard's number: {}",
+            acks.bytes
         );
     }
 

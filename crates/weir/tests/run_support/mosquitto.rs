@@ -21,6 +21,8 @@ pub struct MosquittoOpts {
     pub max_packet_size: u32,
     /// `log_type all`: every packet in the log (for debugging a test).
     pub log_all: bool,
+    /// The broker binary (default: [`mosquitto_bin`]).
+    pub bin: Option<PathBuf>,
 }
 
 impl Default for MosquittoOpts {
@@ -29,6 +31,7 @@ impl Default for MosquittoOpts {
             max_inflight_messages: 20,
             max_packet_size: 0,
             log_all: false,
+            bin: None,
         }
     }
 }
@@ -64,6 +67,50 @@ pub fn mosquitto_bin() -> PathBuf {
         PathBuf::from("mosquitto")
     })
     .clone()
+}
+
+/// The distribution's broker (Debian 12: 2.0.11, which does not hold its inflight
+/// window once acks flow): `$WEIR_MOSQUITTO_DISTRO` (set by scripts/test.sh), else
+/// `/usr/sbin/mosquitto`. Panics, saying how to get it, when neither exists.
+pub fn distro_mosquitto_bin() -> PathBuf {
+    let bin = std::env::var_os("WEIR_MOSQUITTO_DISTRO")
+        .filter(|b| !b.is_empty())
+        .map_or_else(|| PathBuf::from("/usr/sbin/mosquitto"), PathBuf::from);
+    assert!(
+        bin.is_file(),
+        "the distribution's Mosquitto is needed at {} (apt-get install mosquitto, or set \
+         WEIR_MOSQUITTO_DISTRO; scripts/test.sh does both)",
+        bin.display()
+    );
+    bin
+}
+
+/// A Mosquitto that holds its window (>= 2.0.13): `$WEIR_MOSQUITTO`, else what
+/// scripts/install-mosquitto.sh prints. Unlike [`mosquitto_bin`], never falls back to
+/// the PATH (which may hold the distribution's); panics, saying how to get one.
+pub fn fixed_mosquitto_bin() -> PathBuf {
+    let bin = mosquitto_bin();
+    assert!(
+        bin.is_file(),
+        "a Mosquitto >= 2.0.13 is needed: set WEIR_MOSQUITTO or run \
+         scripts/install-mosquitto.sh (scripts/test.sh does); found only {}",
+        bin.display()
+    );
+    bin
+}
+
+/// `mosquitto -h`'s version, e.g. `2.0.11`.
+pub fn mosquitto_version(bin: &Path) -> String {
+    let out = Command::new(bin)
+        .arg("-h")
+        .output()
+        .unwrap_or_else(|e| panic!("run {} -h: {e}", bin.display()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "version")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no version in {} -h: {text}", bin.display()))
+        .to_owned()
 }
 
 impl Mosquitto {
@@ -113,14 +160,15 @@ impl Mosquitto {
         // The log goes to stderr, into a file this process opens: run as root, the broker
         // drops to the `mosquitto` user, which could not open a file in our temp dir.
         let log = std::fs::File::create(&log_path).expect("mosquitto log file");
-        let child = Command::new(mosquitto_bin())
+        let bin = opts.bin.clone().unwrap_or_else(mosquitto_bin);
+        let child = Command::new(&bin)
             .arg("-c")
             .arg(&conf_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("spawn {}: {e}", mosquitto_bin().display()))?;
+            .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
         let mut broker = Mosquitto {
             child,
             opts: opts.clone(),

@@ -100,9 +100,11 @@ pub fn build(config: &MqttConfig) -> Result<(Connection, Acker), String> {
     };
     let credentials = credentials(config)?;
     let window = u64::from(config.expected_broker_window.get());
-    // Acks and subscriptions pass through this channel; it never needs more than the
-    // guard's number of acks at once.
-    let capacity = usize::try_from(config.guard_limit().saturating_add(64)).unwrap_or(1 << 16);
+    // Acks and subscriptions pass through this channel. The appender never waits for
+    // room in it (it keeps what does not fit, see `Acker::try_ack`): while reading is
+    // paused nothing drains it, and a broker sending beyond its window is read faster
+    // than the event loop writes acks (one per poll against up to ten packets per read).
+    let capacity = ack_channel(config);
     let keepalive = config.keepalive.get();
     let limit = packet_limit(config);
     let host = config.url.host.clone();
@@ -151,6 +153,17 @@ pub fn build(config: &MqttConfig) -> Result<(Connection, Acker), String> {
             ))
         }
     }
+}
+
+/// Requests the client's channel holds: the guard's number of acks and a few
+/// subscriptions.
+pub fn ack_channel(config: &MqttConfig) -> usize {
+    usize::try_from(config.guard_limit().saturating_add(64)).unwrap_or(1 << 16)
+}
+
+/// Bytes one queued request takes in the client's channel (the larger protocol's).
+pub fn request_bytes() -> u64 {
+    std::mem::size_of::<rumqttc::Request>().max(std::mem::size_of::<v5::Request>()) as u64
 }
 
 /// The TLS setup for `mqtts://`: rustls with the ring provider, chosen here rather
@@ -402,17 +415,11 @@ fn v5_event(packet: m5::Packet) -> Event {
 }
 
 impl Acker {
-    /// Queues the ack for `token` (PUBACK for QoS 1, PUBREC for QoS 2); the event loop
-    /// writes it on its next poll.
-    ///
-    /// # Errors
-    ///
-    /// When the client is gone (the source is stopping).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: a dropped call queues nothing or the whole ack.
-    pub async fn ack(&self, token: AckToken) -> Result<(), String> {
+    /// Queues the ack for `token` (PUBACK for QoS 1, PUBREC for QoS 2) if the client's
+    /// channel has room; the event loop writes it on its next poll. Never waits.
+    /// Returns false when the channel is full (or the client is gone): try again later.
+    #[must_use = "an ack not queued must be tried again"]
+    pub fn try_ack(&self, token: AckToken) -> bool {
         let q = if token.qos == 2 {
             QoS::ExactlyOnce
         } else {
@@ -422,12 +429,12 @@ impl Acker {
             Acker::V4(client) => {
                 let mut p = rumqttc::Publish::new("", q, Vec::new());
                 p.pkid = token.pkid;
-                client.ack(&p).await.map_err(|e| e.to_string())
+                client.try_ack(&p).is_ok()
             }
             Acker::V5(client) => {
                 let mut p = m5::Publish::new("", qos5(q), Vec::new(), None);
                 p.pkid = token.pkid;
-                client.ack(&p).await.map_err(|e| e.to_string())
+                client.try_ack(&p).is_ok()
             }
         }
     }

@@ -166,8 +166,9 @@ pub struct MqttConfig {
     /// The broker's inflight window for QoS 1/2 (mosquitto's `max_inflight_messages`),
     /// or the receive maximum weir announces under MQTT 5. Default 20.
     pub expected_broker_window: NonZeroU32,
-    /// The guard disconnects (never blocks) above `expected_broker_window ×
-    /// unacked_guard_multiple` unacked messages. Default 4.
+    /// Above `expected_broker_window × unacked_guard_multiple` unacked messages (a
+    /// broker sending beyond its window) reading pauses until the WAL makes room; if
+    /// none comes within a keepalive, the guard drops the connection. Default 4.
     pub unacked_guard_multiple: NonZeroU32,
     /// Byte budget of the QoS 0 queue; when full the newest message is dropped and
     /// counted. Default 8 MiB.
@@ -320,10 +321,11 @@ impl SourceKeys for MqttConfig {
         bounds.add(
             "window",
             Some(self.expected_broker_window.get().into()),
-            times(self.expected_broker_window.get(), self.max_message_bytes.bytes()),
+            self.held_limit_bytes(),
             format!(
                 "QoS 1/2 messages awaiting durability: expected_broker_window {} × max_message_bytes {}; \
-                 the guard disconnects above {} unacked",
+                 above that many bytes or {} unacked (a broker sending beyond its window), reading pauses \
+                 until the WAL makes room",
                 self.expected_broker_window,
                 self.max_message_bytes,
                 self.guard_limit()
@@ -334,6 +336,22 @@ impl SourceKeys for MqttConfig {
             None,
             self.qos0_queue_bytes.bytes(),
             "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
+        );
+        // Acks due and not yet written: at most one per packet id, kept by the appender
+        // (a sequence number and a token each) when the client's channel is full.
+        let channel = super::client::ack_channel(self) as u64;
+        let request = super::client::request_bytes();
+        let kept = u64::from(u16::MAX);
+        bounds.add(
+            "acks",
+            Some(kept + channel),
+            times(channel, request).saturating_add(times(kept, super::shell::UNSENT_ACK_BYTES)),
+            format!(
+                "acks due and not yet written: the client's channel ({channel} × {request} bytes), \
+                 the rest kept by the appender, one per packet id (65535 × {} bytes); only a broker \
+                 sending beyond its window fills more than a window of them",
+                super::shell::UNSENT_ACK_BYTES
+            ),
         );
         let in_flight = super::shell::IN_FLIGHT;
         let one_unit = super::shell::UNIT_BYTES.max(self.max_message_bytes.bytes());
@@ -367,7 +385,16 @@ impl SourceKeys for MqttConfig {
 }
 
 impl MqttConfig {
-    /// Unacked QoS 1/2 messages above which the guard disconnects.
+    /// Payload bytes of QoS 1/2 messages not yet durable above which reading pauses:
+    /// the `window` bound of `weir validate`.
+    pub fn held_limit_bytes(&self) -> u64 {
+        times(
+            self.expected_broker_window.get(),
+            self.max_message_bytes.bytes(),
+        )
+    }
+
+    /// Unacked QoS 1/2 messages holding a payload above which reading pauses.
     pub fn guard_limit(&self) -> u64 {
         u64::from(self.expected_broker_window.get())
             .saturating_mul(u64::from(self.unacked_guard_multiple.get()))

@@ -9,9 +9,13 @@
 //! - **arrival order**: every message gets a sequence number; units are taken and
 //!   completed in that order, and acks come out in it (MQTT requires PUBACKs in the
 //!   order the PUBLISHes arrived);
-//! - **the window**: QoS 1/2 messages of the current connection not yet acked. When
-//!   more than `guard_limit` of them hold a payload the offer answers [`Offer::Guard`]:
-//!   the caller drops the connection (never blocks). Redeliveries of messages already
+//! - **the window**: QoS 1/2 messages of the current connection not yet acked, and the
+//!   payload bytes of QoS 1/2 messages not yet durable (`held_bytes`). When more than
+//!   `guard_limit` unacked messages hold a payload, or more than `held_max_bytes` are
+//!   held, [`must_pause`](Ledger::must_pause) answers true: the caller stops reading
+//!   the socket until the appender makes room (TCP backpressure: the broker's send
+//!   queue fills and it stops sending), so a broker that overshoots its window (Mosquitto
+//!   2.0.11) costs no more memory than one that holds it. Redeliveries of messages already
 //!   held (below) hold no payload and do not count, so a reconnect that starts with
 //!   them makes progress;
 //! - **the QoS 0 budget**: bytes of QoS 0 payloads not yet durable. Above
@@ -26,7 +30,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
+pub use super::status::MqttStatus;
 
 /// Attribute set on the first QoS 0 record after drops.
 pub const GAP_ATTRIBUTE: &str = "mqtt.gap";
@@ -71,8 +75,11 @@ pub struct LedgerConfig {
     /// The broker's expected window (`expected_broker_window`): at this many unacked
     /// messages the broker stops sending, and the source shows paused.
     pub window: u64,
-    /// Unacked QoS 1/2 messages above which [`Offer::Guard`] answers.
+    /// Unacked QoS 1/2 messages holding a payload above which reading pauses.
     pub guard_limit: u64,
+    /// Payload bytes of QoS 1/2 messages not yet durable above which reading pauses
+    /// (`expected_broker_window × max_message_bytes`, `weir validate`'s bound).
+    pub held_max_bytes: u64,
     /// `max_message_bytes`: larger payloads are quarantined.
     pub max_message_bytes: u64,
     /// `qos0_queue_bytes`.
@@ -91,9 +98,6 @@ pub enum Offer {
     Duplicate,
     /// QoS 0 and the QoS 0 budget is spent: dropped and counted.
     Dropped,
-    /// Taking it would exceed the guard: the caller must drop the connection. The
-    /// message is not kept (the broker redelivers it on a persistent session).
-    Guard,
 }
 
 /// A message on its way to the WAL, kept as received: its record's attributes are
@@ -188,6 +192,8 @@ pub struct Unit {
     pub qos0_messages: u64,
     /// Payload bytes in the unit.
     pub bytes: u64,
+    /// QoS 1/2 payload bytes in the unit, released from `held_bytes` on completion.
+    pub held_bytes: u64,
 }
 
 /// What [`Ledger::complete`] needs of a unit once it is durable.
@@ -199,6 +205,8 @@ pub struct Done {
     pub qos0_bytes: u64,
     /// [`Unit::qos0_messages`].
     pub qos0_messages: u64,
+    /// [`Unit::held_bytes`].
+    pub held_bytes: u64,
 }
 
 impl Unit {
@@ -208,67 +216,9 @@ impl Unit {
             end_seq: self.end_seq,
             qos0_bytes: self.qos0_bytes,
             qos0_messages: self.qos0_messages,
+            held_bytes: self.held_bytes,
         }
     }
-}
-
-/// Counters and gauges for `/status` and `/metrics`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct MqttStatus {
-    /// Connected to the broker now.
-    pub connected: bool,
-    /// Connections made (CONNACKs received).
-    pub connections: u64,
-    /// Connections made after the first.
-    pub reconnects: u64,
-    /// QoS 1/2 messages of this connection not yet acked.
-    pub unacked: u64,
-    /// The most ever unacked at once.
-    pub max_unacked: u64,
-    /// `expected_broker_window`.
-    pub window: u64,
-    /// Unacked messages above which the guard disconnects.
-    pub guard_limit: u64,
-    /// Since when (ms since the epoch) the window has been full: the broker sends
-    /// nothing more until the WAL makes room. `null` when not full.
-    pub paused_since_ms: Option<u64>,
-    /// PUBLISH packets received.
-    pub received: u64,
-    /// Acks sent (PUBACK or PUBREC).
-    pub acked: u64,
-    /// Redeliveries not written again.
-    pub duplicates_skipped: u64,
-    /// QoS 0 messages received.
-    pub qos0_received: u64,
-    /// QoS 0 messages held (queued or on their way to the WAL).
-    pub qos0_queue_messages: u64,
-    /// QoS 0 payload bytes held (queued or on their way to the WAL).
-    pub qos0_queue_bytes: u64,
-    /// `qos0_queue_bytes`.
-    pub qos0_queue_max_bytes: u64,
-    /// QoS 0 messages dropped because the budget was spent.
-    pub qos0_dropped: u64,
-    /// QoS 0 messages that arrived after shutdown began, or that the WAL did not take
-    /// before it: not written (QoS 1/2 messages then are not acked, and the broker
-    /// redelivers them).
-    pub qos0_dropped_at_shutdown: u64,
-    /// Messages above `max_message_bytes` sent to the quarantine.
-    pub oversized: u64,
-    /// Connections dropped by the guard.
-    pub guard_disconnects: u64,
-    /// Connections lost to errors.
-    pub connection_errors: u64,
-    /// Mean time from PUBLISH received to ack sent, ms.
-    pub ack_latency_ms_mean: f64,
-    /// Largest time from PUBLISH received to ack sent, ms.
-    pub ack_latency_ms_max: u64,
-    /// Units taken for the WAL and not yet durable (several may be on their way at
-    /// once, appended in arrival order).
-    pub units_in_flight: u64,
-    /// The most units ever on their way at once.
-    pub max_units_in_flight: u64,
-    /// The last connection error.
-    pub last_error: Option<String>,
 }
 
 #[derive(Debug)]
@@ -277,6 +227,7 @@ struct Pending {
     qos0_bytes: u64,
     qos0_messages: u64,
     bytes: u64,
+    held_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -324,6 +275,7 @@ impl Ledger {
         let status = MqttStatus {
             window: config.window,
             guard_limit: config.guard_limit,
+            held_limit_bytes: config.held_max_bytes,
             qos0_queue_max_bytes: config.qos0_max_bytes,
             ..MqttStatus::default()
         };
@@ -372,6 +324,28 @@ impl Ledger {
         self.status.paused_since_ms = None;
     }
 
+    /// Whether the caller must stop reading the socket now: more than `guard_limit`
+    /// unacked messages hold a payload, or more than `held_max_bytes` of QoS 1/2
+    /// payloads are not yet durable. Only a broker sending beyond its window gets here
+    /// (one that holds it stops at `window` messages of at most `max_message_bytes`).
+    /// Counts each pause as it begins.
+    pub fn must_pause(&mut self) -> bool {
+        let over = self.status.unacked - self.owed_duplicates > self.config.guard_limit
+            || self.status.held_bytes > self.config.held_max_bytes;
+        if over && !self.status.reading_paused {
+            self.status.read_pauses += 1;
+        }
+        self.status.reading_paused = over;
+        over
+    }
+
+    /// Reading stayed paused for a keepalive: the caller drops the connection (the
+    /// broker redelivers what was not acked). Counted as a guard disconnect.
+    pub fn guard_disconnect(&mut self) {
+        self.status.guard_disconnects += 1;
+        self.on_disconnect(None);
+    }
+
     /// Records an error that did not come from an established connection (a failed
     /// connection attempt).
     pub fn on_connect_error(&mut self, error: String) {
@@ -395,12 +369,6 @@ impl Ledger {
             Some(&(fp, seq)) if message.dup && fp == fingerprint => Some(seq),
             _ => None,
         };
-        if orphan.is_none() && self.status.unacked - self.owed_duplicates >= self.config.guard_limit
-        {
-            self.status.guard_disconnects += 1;
-            self.on_disconnect(None);
-            return Offer::Guard;
-        }
         // Either way the packet id now names this message, not an older one.
         self.orphans.remove(&message.pkid);
         let (durable_at, offer) = match orphan {
@@ -412,6 +380,11 @@ impl Ledger {
             None => {
                 let seq = self.next_seq;
                 let offer = self.enqueue(message, bytes, now_ms);
+                if let Some((_, p)) = self.pending.back_mut() {
+                    p.held_bytes = bytes;
+                }
+                self.status.held_bytes += bytes;
+                self.status.max_held_bytes = self.status.max_held_bytes.max(self.status.held_bytes);
                 (seq, offer)
             }
         };
@@ -442,6 +415,7 @@ impl Ledger {
     /// counted as dropped at shutdown (its QoS 1/2 messages were never acked).
     pub fn lost_at_shutdown(&mut self, unit: &Done) {
         self.status.units_in_flight = self.status.units_in_flight.saturating_sub(1);
+        self.status.held_bytes = self.status.held_bytes.saturating_sub(unit.held_bytes);
         self.status.qos0_dropped_at_shutdown += unit.qos0_messages;
         self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(unit.qos0_bytes);
         self.status.qos0_queue_messages = self
@@ -527,6 +501,7 @@ impl Ledger {
                 qos0_bytes: 0,
                 qos0_messages: 0,
                 bytes,
+                held_bytes: 0,
             },
         ));
         offer
@@ -545,6 +520,7 @@ impl Ledger {
             qos0_bytes: 0,
             qos0_messages: 0,
             bytes: 0,
+            held_bytes: 0,
         };
         while let Some((seq, p)) = self.pending.front() {
             let is_quarantine = matches!(p.work, Work::Quarantine { .. });
@@ -558,6 +534,7 @@ impl Ledger {
             unit.qos0_bytes += p.qos0_bytes;
             unit.qos0_messages += p.qos0_messages;
             unit.bytes += p.bytes;
+            unit.held_bytes += p.held_bytes;
             unit.work.push(p.work);
         }
         unit.end_seq = end_seq;
@@ -575,6 +552,7 @@ impl Ledger {
         debug_assert!(unit.end_seq >= self.durable_end, "units complete in order");
         self.durable_end = self.durable_end.max(unit.end_seq);
         self.status.units_in_flight = self.status.units_in_flight.saturating_sub(1);
+        self.status.held_bytes = self.status.held_bytes.saturating_sub(unit.held_bytes);
         self.status.qos0_queue_bytes = self.status.qos0_queue_bytes.saturating_sub(unit.qos0_bytes);
         self.status.qos0_queue_messages = self
             .status
@@ -606,6 +584,22 @@ impl Ledger {
             self.status.paused_since_ms = None;
         }
         ready
+    }
+
+    /// Whether reading is paused (the last [`must_pause`](Self::must_pause) said so).
+    pub fn reading_paused(&self) -> bool {
+        self.status.reading_paused
+    }
+
+    /// Whether a connection is up.
+    pub fn connected(&self) -> bool {
+        self.status.connected
+    }
+
+    /// The current connection's number (connections made so far): acks due on one
+    /// connection are never sent on another.
+    pub fn epoch(&self) -> u64 {
+        self.status.connections
     }
 
     /// The counters now.

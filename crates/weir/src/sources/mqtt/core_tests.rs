@@ -5,6 +5,7 @@ fn config() -> LedgerConfig {
         source: Arc::from("m"),
         window: 3,
         guard_limit: 6,
+        held_max_bytes: 40,
         max_message_bytes: 100,
         qos0_max_bytes: 25,
     }
@@ -71,70 +72,99 @@ fn paused_while_the_window_is_full() {
 }
 
 #[test]
-fn guard_trips_above_the_limit_and_forgets_the_connections_acks() {
+fn reading_pauses_above_the_guard_count_and_resumes_once_acks_are_due() {
     let mut l = connected();
     for pkid in 1..=6 {
         assert_eq!(l.offer(msg(1, pkid, "x"), 0), Offer::Queued);
+        assert!(!l.must_pause(), "at most the guard's count: read on");
     }
-    assert_eq!(l.offer(msg(1, 7, "x"), 0), Offer::Guard);
+    // A broker beyond its window: the seventh is kept (never refused), and reading
+    // stops.
+    assert_eq!(l.offer(msg(1, 7, "x"), 0), Offer::Queued);
+    assert!(l.must_pause());
+    assert!(l.must_pause(), "still paused: one pause");
+    let s = l.status();
+    assert_eq!((s.read_pauses, s.unacked, s.held_bytes), (1, 7, 7));
+    assert!(s.reading_paused && s.connected);
+    let unit = l.take(100, u64::MAX).unwrap();
+    assert_eq!(unit.held_bytes, 7);
+    assert!(l.must_pause(), "taken is not durable");
+    l.complete(&unit.done());
+    assert_eq!(l.status().held_bytes, 0);
+    assert!(l.must_pause(), "durable but the acks are not due yet");
+    assert_eq!(l.ready_acks(1).len(), 7);
+    assert!(!l.must_pause());
+    let s = l.status();
+    assert_eq!((s.read_pauses, s.max_held_bytes, s.max_unacked), (1, 7, 7));
+    assert!(!s.reading_paused);
+}
+
+#[test]
+fn reading_pauses_above_the_held_bytes_and_a_guard_disconnect_orphans_the_acks() {
+    let mut l = connected();
+    for pkid in 1..=4 {
+        l.offer(msg(1, pkid, "0123456789"), 0);
+    }
+    assert!(!l.must_pause(), "40 bytes: at the bound, not above");
+    l.offer(msg(1, 5, "x"), 0);
+    assert!(l.must_pause(), "41 bytes held");
+    // QoS 0 has its own budget and does not count.
+    let mut m = connected();
+    m.offer(msg(0, 0, "0123456789"), 0);
+    m.offer(msg(0, 0, "0123456789"), 0);
+    m.offer(msg(1, 1, "0123456789".repeat(4).as_str()), 0);
+    assert!(!m.must_pause());
+    // The WAL made no room within a keepalive: the connection is dropped.
+    l.guard_disconnect();
     let s = l.status();
     assert_eq!((s.guard_disconnects, s.unacked, s.connected), (1, 0, false));
-    assert_eq!(l.orphans_len(), 6);
-    // The six taken before the guard still become durable, but their acks belong to
-    // a connection that is gone: none is sent.
+    assert_eq!(s.held_bytes, 41, "still on their way to the WAL");
+    assert_eq!(l.orphans_len(), 5);
+    assert!(
+        l.must_pause(),
+        "held bytes alone keep it paused while disconnected"
+    );
     let unit = l.take(100, u64::MAX).unwrap();
-    assert_eq!(unit.work.len(), 6, "the seventh was not kept");
     l.complete(&unit.done());
-    assert!(l.ready_acks(1).is_empty());
+    assert!(
+        l.ready_acks(1).is_empty(),
+        "acks of a connection that is gone"
+    );
+    assert!(!l.must_pause());
 }
 
 #[test]
 fn redeliveries_do_not_count_against_the_guard_so_a_reconnect_makes_progress() {
     let mut l = connected();
-    for pkid in 1..=6 {
+    for pkid in 1..=7 {
         l.offer(msg(1, pkid, &format!("m{pkid}")), 0);
     }
     let unit = l.take(100, u64::MAX).unwrap();
     l.complete(&unit.done());
-    // The broker's window is larger than the guard: the seventh trips it before the
-    // acks of the first six went out.
-    assert_eq!(l.offer(msg(1, 7, "m7"), 0), Offer::Guard);
+    assert!(l.must_pause(), "seven unacked, above the guard's six");
+    l.guard_disconnect();
     l.on_connect(true);
-    // The broker redelivers the six (durable, held by nobody) and sends new ones.
-    for pkid in 1..=6 {
+    // The broker redelivers the seven (durable, held by nobody) and sends new ones.
+    for pkid in 1..=7 {
         let mut dup = msg(1, pkid, &format!("m{pkid}"));
         dup.dup = true;
         assert_eq!(l.offer(dup, 1), Offer::Duplicate);
+        assert!(!l.must_pause(), "redeliveries hold no payload");
     }
-    for pkid in 7..=12 {
-        assert_eq!(
-            l.offer(msg(1, pkid, "new"), 1),
-            Offer::Queued,
-            "pkid {pkid}"
-        );
+    for pkid in 8..=13 {
+        assert_eq!(l.offer(msg(1, pkid, "new"), 1), Offer::Queued);
+        assert!(!l.must_pause(), "pkid {pkid}");
     }
-    assert_eq!(l.status().unacked, 12);
+    assert_eq!(l.status().unacked, 13);
+    l.offer(msg(1, 14, "new"), 1);
+    assert!(l.must_pause(), "seven new ones hold payloads");
+    let acks = l.ready_acks(3);
     assert_eq!(
-        l.offer(msg(1, 13, "new"), 1),
-        Offer::Guard,
-        "six new ones hold payloads"
+        acks.len(),
+        7,
+        "progress: the redeliveries are acked at once"
     );
-    l.on_connect(true);
-    let acks = {
-        let mut again = msg(1, 1, "m1");
-        again.dup = true;
-        assert_eq!(
-            l.offer(again, 2),
-            Offer::Duplicate,
-            "still an orphan after the second drop"
-        );
-        l.ready_acks(3)
-    };
-    assert_eq!(
-        acks,
-        [AckToken { qos: 1, pkid: 1 }],
-        "progress: acked at once"
-    );
+    assert_eq!(acks[0], AckToken { qos: 1, pkid: 1 });
 }
 
 #[test]
@@ -327,10 +357,14 @@ fn units_respect_record_and_byte_limits() {
 proptest::proptest! {
     /// Whatever the interleaving of arrivals, takes (up to four units on their way at
     /// once, as the appender does), completions in order and reconnects: acks leave in
-    /// arrival order, only for durable messages of the live connection, the unacked
-    /// count never passes the guard, and the ledger counts the units in flight.
+    /// arrival order, only for durable messages of the live connection; a reader that
+    /// stops when [`Ledger::must_pause`] says so never holds more than one message past
+    /// the guard's count or the held bytes, `held_bytes` is exactly the payloads not yet
+    /// durable, and the ledger counts the units in flight.
     #[test]
-    fn acks_are_ordered_durable_and_bounded(ops in proptest::collection::vec(0u8..6, 1..200)) {
+    fn acks_are_ordered_durable_and_bounded(
+        ops in proptest::collection::vec((0u8..7, 1u8..20), 1..300),
+    ) {
         let mut l = connected();
         let mut pkid = 0u16;
         let mut taken: VecDeque<Unit> = VecDeque::new();
@@ -338,24 +372,35 @@ proptest::proptest! {
         let mut acked_seqs: Vec<u16> = Vec::new();
         let mut seq_of: HashMap<u16, u64> = HashMap::new();
         let mut next_seq = 0u64;
-        for op in ops {
+        // (sequence number after the message, payload bytes) of messages not durable.
+        let mut held: VecDeque<(u64, u64)> = VecDeque::new();
+        for (op, size) in ops {
             match op {
                 0 | 1 => {
+                    // The connection task reads only while the ledger allows it.
+                    if l.must_pause() {
+                        continue;
+                    }
                     pkid = pkid.wrapping_add(1).max(1);
-                    let offer = l.offer(msg(1, pkid, "m"), 0);
-                    if offer == Offer::Queued {
-                        seq_of.insert(pkid, next_seq);
-                        next_seq += 1;
-                    }
-                    proptest::prop_assert!(l.status().unacked <= 6);
-                    if offer == Offer::Guard {
-                        l.on_connect(true);
-                    }
+                    let payload = "m".repeat(usize::from(size));
+                    let offer = l.offer(msg(1, pkid, &payload), 0);
+                    proptest::prop_assert_eq!(offer, Offer::Queued);
+                    seq_of.insert(pkid, next_seq);
+                    next_seq += 1;
+                    held.push_back((next_seq, u64::from(size)));
+                    // Reading stops as soon as a bound is crossed: one message past it
+                    // at most.
+                    let s = l.status();
+                    proptest::prop_assert!(s.unacked <= 6 + 1);
+                    proptest::prop_assert!(s.held_bytes <= 40 + 20);
                 }
                 2 => if taken.len() < 4 && let Some(u) = l.take(2, u64::MAX) { taken.push_back(u) },
                 3 => if let Some(u) = taken.pop_front() {
                     durable_end = u.end_seq;
                     l.complete(&u.done());
+                    while held.front().is_some_and(|&(end, _)| end <= durable_end) {
+                        held.pop_front();
+                    }
                 },
                 4 => for t in l.ready_acks(0) {
                     let seq = seq_of[&t.pkid];
@@ -365,12 +410,22 @@ proptest::proptest! {
                     }
                     acked_seqs.push(t.pkid);
                 },
-                _ => {
+                5 => {
                     l.on_disconnect(Some("e".to_owned()));
                     l.on_connect(true);
                 }
+                _ => {
+                    // Paused for a keepalive with no room: the guard drops the connection.
+                    if l.must_pause() {
+                        l.guard_disconnect();
+                        l.on_connect(true);
+                    }
+                }
             }
-            proptest::prop_assert_eq!(l.status().units_in_flight, taken.len() as u64);
+            // held_bytes is exactly the payloads offered and not yet durable.
+            let s = l.status();
+            proptest::prop_assert_eq!(s.held_bytes, held.iter().map(|&(_, b)| b).sum::<u64>());
+            proptest::prop_assert_eq!(s.units_in_flight, taken.len() as u64);
         }
     }
 }

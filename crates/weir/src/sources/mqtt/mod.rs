@@ -1,22 +1,30 @@
 //! The `mqtt` source: subscribes to a broker (MQTT 3.1.1 or 5) and withholds each QoS
 //! 1/2 ack until the record is durable in the WAL.
 //!
-//! Two tasks share a [`Ledger`] (see [`core`] for its rules):
+//! Two tasks share a [`Ledger`](core::Ledger) (see [`core`] for its rules):
 //!
 //! - the **connection task** owns rumqttc's event loop and awaits nothing but its
 //!   poll, so keepalive pings and queued acks go out while acks are withheld; the
 //!   broker stops at its inflight window (`max_inflight_messages`, or the receive
 //!   maximum weir announces under MQTT 5), and that is how backpressure reaches the
-//!   publishers. Each PUBLISH is [`offer`](Ledger::offer)ed to the ledger. When more
-//!   than `expected_broker_window × unacked_guard_multiple` messages are unacked, the
-//!   guard drops the connection (counted as `weir_mqtt_disconnects_total{reason=
-//!   "unacked_guard"}`) instead of holding more; after errors it reconnects with a
-//!   capped backoff (100 ms doubling to 30 s);
+//!   publishers. Each PUBLISH is [`offer`](core::Ledger::offer)ed to the ledger. A broker
+//!   that sends beyond its window (Mosquitto 2.0.11 once acks flow, under 3.1.1 and
+//!   5 alike) is met with TCP backpressure: while more than `expected_broker_window ×
+//!   unacked_guard_multiple` messages are unacked, or more than `expected_broker_window
+//!   × max_message_bytes` of QoS 1/2 payloads are not yet durable, the task stops
+//!   polling, so the socket's receive buffer fills and the broker stops sending; the
+//!   appender wakes it once a unit is durable. Pings cannot go out meanwhile, so if no
+//!   room comes within a keepalive the guard drops the connection (counted as
+//!   `weir_mqtt_disconnects_total{reason="unacked_guard"}`); after errors it reconnects
+//!   with a capped backoff (100 ms doubling to 30 s);
 //! - the **appender task** takes what the ledger holds in arrival order, in units of
 //!   up to 1024 records or 1 MiB, one unit at a time so the WAL keeps arrival order,
 //!   admits and appends each unit to the WAL (waiting
 //!   there is backpressure; it never blocks the connection task), and once a unit is
-//!   durable sends the acks that became due, in arrival order (MQTT requires it).
+//!   durable hands the client the acks that became due, in arrival order (MQTT
+//!   requires it), without waiting: what the client's channel has no room for waits in
+//!   the appender (at most one per packet id), since a paused connection task drains
+//!   nothing.
 //!
 //! Delivery: QoS 1/2 messages are acknowledged only once durable, so nothing the
 //! broker saw acknowledged is lost; after a crash or a lost connection the broker
@@ -29,14 +37,17 @@
 //! `max_message_bytes` is written to `<quarantine dir>/<source>/` with the reason and
 //! then acked, so it never wedges the window.
 //!
-//! Memory: at most `guard_limit × max_message_bytes` of QoS 1/2 payloads (the broker
-//! window times `max_message_bytes` while the broker honours its window) plus
-//! `qos0_queue_bytes`; `weir validate` prints both.
+//! Memory: at most `expected_broker_window × max_message_bytes` of QoS 1/2 payloads
+//! not yet durable (one message more when a broker overshoots), whatever the broker
+//! does, plus `qos0_queue_bytes`, the units on their way to the WAL and the acks not
+//! yet written; `weir validate` prints each.
 
 pub mod client;
 mod config;
 pub mod core;
 mod shell;
+mod status;
 
 pub use self::config::{MqttConfig, MqttProtocol, MqttScheme, MqttTopic, MqttUrl, Qos};
-pub use self::shell::{Shared, register, run};
+pub use self::shell::{Shared, run};
+pub use self::status::register;

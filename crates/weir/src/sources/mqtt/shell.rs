@@ -1,22 +1,23 @@
 //! The `mqtt` source's tokio task (see the [module docs](super)).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, watch};
-use weir_flow::FlowStats;
 use weir_wal::Batch;
 
 use super::client;
 use super::client::{Acker, Connection, Event};
 use super::config::{MqttConfig, Qos};
-use super::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use super::core::{AckToken, Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use super::status::register;
 use crate::pipeline::appends::{self, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
 use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sources::{SourceContext, StartSource};
-use crate::telemetry::{State, Telemetry};
+use crate::telemetry::State;
 
 impl StartSource for MqttConfig {
     type Checked = ();
@@ -51,10 +52,19 @@ pub const IN_FLIGHT: InFlight = InFlight {
     units: 4,
     bytes: 4 * UNIT_BYTES,
 };
+/// How often the appender tries again to hand the client acks that did not fit its
+/// channel.
+const ACK_RETRY: Duration = Duration::from_millis(1);
+/// Bytes of one ack the appender keeps when the client's channel is full (its
+/// connection's number and its token).
+pub const UNSENT_ACK_BYTES: u64 = std::mem::size_of::<(u64, AckToken)>() as u64;
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Wait after the guard dropped the connection, before reconnecting.
 const GUARD_BACKOFF: Duration = Duration::from_secs(1);
+/// While reading is paused, how often the bounds are checked again besides the
+/// appender's wake-ups (a safety net: each completed unit wakes the connection task).
+const PAUSE_RECHECK: Duration = Duration::from_millis(100);
 /// How long, at shutdown, units still waiting for admission may wait.
 const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 
@@ -62,7 +72,11 @@ const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Shared {
     ledger: Mutex<Ledger>,
+    /// The connection task wakes the appender: messages are waiting.
     work: Notify,
+    /// The appender wakes the connection task: a unit became durable, so a paused read
+    /// may go on.
+    room: Notify,
 }
 
 impl Shared {
@@ -73,10 +87,12 @@ impl Shared {
                 source: Arc::clone(name),
                 window: u64::from(config.expected_broker_window.get()),
                 guard_limit: config.guard_limit(),
+                held_max_bytes: config.held_limit_bytes(),
                 max_message_bytes: config.max_message_bytes.bytes(),
                 qos0_max_bytes: config.qos0_queue_bytes.bytes(),
             })),
             work: Notify::new(),
+            room: Notify::new(),
         })
     }
 
@@ -87,116 +103,6 @@ impl Shared {
     /// The counters now (for `/status`).
     pub fn status(&self) -> MqttStatus {
         self.ledger().status()
-    }
-}
-
-/// Registers the source's queues (`sources.NAME.window`: unacked QoS 1/2 messages
-/// against the window; `sources.NAME.qos0_queue`: QoS 0 messages held against
-/// `qos0_queue_bytes`) and metrics: drops, unacked, reconnects, disconnects by reason.
-pub fn register(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
-    let s = Arc::clone(shared);
-    let window = s.status().window;
-    telemetry.register_queue(
-        &format!("sources.{name}.window"),
-        Some(window),
-        None,
-        move || {
-            let m = s.status();
-            // Acked, or unacked now; messages of lost connections are the broker's again.
-            let mut f = FlowStats::default();
-            f.offered = m.acked + m.unacked;
-            f.accepted = f.offered;
-            f.delivered = m.acked;
-            f.depth = m.unacked;
-            f.max_depth = m.max_unacked;
-            f
-        },
-    );
-    let s = Arc::clone(shared);
-    let max_bytes = s.status().qos0_queue_max_bytes;
-    telemetry.register_queue(
-        &format!("sources.{name}.qos0_queue"),
-        None,
-        Some(max_bytes),
-        move || {
-            let m = s.status();
-            let mut f = FlowStats::default();
-            f.offered = m.qos0_received;
-            f.accepted = m.qos0_received - m.qos0_dropped;
-            f.delivered = f.accepted - m.qos0_queue_messages;
-            f.dropped_newest = m.qos0_dropped;
-            f.depth = m.qos0_queue_messages;
-            f.bytes = m.qos0_queue_bytes;
-            f
-        },
-    );
-    register_metrics(name, shared, telemetry);
-}
-
-fn register_metrics(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
-    type Field = fn(&MqttStatus) -> u64;
-    type Label<'a> = Option<(&'a str, &'a str)>;
-    let counters: [(&str, &str, Label<'_>, Field); 5] = [
-        (
-            "weir_source_dropped_total",
-            "Records a source dropped by policy, by reason.",
-            Some(("reason", "qos0_queue_full")),
-            |s| s.qos0_dropped,
-        ),
-        (
-            "weir_source_dropped_total",
-            "Records a source dropped by policy, by reason.",
-            Some(("reason", "shutdown")),
-            |s| s.qos0_dropped_at_shutdown,
-        ),
-        (
-            "weir_mqtt_reconnects_total",
-            "Connections to the broker made after the first.",
-            None,
-            |s| s.reconnects,
-        ),
-        (
-            "weir_mqtt_disconnects_total",
-            "Connections to the broker lost, by reason.",
-            Some(("reason", "unacked_guard")),
-            |s| s.guard_disconnects,
-        ),
-        (
-            "weir_mqtt_disconnects_total",
-            "Connections to the broker lost, by reason.",
-            Some(("reason", "connection_error")),
-            |s| s.connection_errors,
-        ),
-    ];
-    for (metric, help, label, field) in counters {
-        let mut labels = vec![("source", name)];
-        labels.extend(label);
-        let s = Arc::clone(shared);
-        telemetry.register_counter_fn(metric, help, &labels, move || field(&s.status()));
-    }
-    let gauges: [(&str, &str, Field); 3] = [
-        (
-            "weir_mqtt_unacked",
-            "QoS 1/2 messages received and not yet acked (waiting for durability).",
-            |s| s.unacked,
-        ),
-        (
-            "weir_mqtt_window",
-            "The broker's expected inflight window (expected_broker_window).",
-            |s| s.window,
-        ),
-        (
-            "weir_mqtt_qos0_queue_bytes",
-            "QoS 0 payload bytes held on their way to the WAL.",
-            |s| s.qos0_queue_bytes,
-        ),
-    ];
-    for (metric, help, field) in gauges {
-        let s = Arc::clone(shared);
-        #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
-        telemetry.register_gauge_fn(metric, help, &[("source", name)], move || {
-            field(&s.status()) as f64
-        });
     }
 }
 
@@ -238,7 +144,9 @@ pub async fn run(
 }
 
 /// Polls the event loop: the only await in the loop is the poll (and the backoff
-/// after an error, when there is no connection to keep alive).
+/// after an error, when there is no connection to keep alive), except while the ledger
+/// holds more than its bounds (a broker sending beyond its window): then reading pauses
+/// until the appender makes room ([`pause_reading`]).
 async fn connection_loop(
     name: &str,
     config: &MqttConfig,
@@ -254,6 +162,19 @@ async fn connection_loop(
     let mut subscribed = false;
     let mut stopping = false;
     loop {
+        if !stopping && shared.ledger().must_pause() {
+            match pause_reading(name, config, &mut connection, shared, &mut stop).await {
+                Paused::Resumed => {}
+                Paused::Stopping => stopping = true,
+                Paused::GuardDropped => {
+                    tokio::select! {
+                        () = crate::pipeline::stopped(&mut stop) => stopping = true,
+                        () = tokio::time::sleep(GUARD_BACKOFF) => {}
+                    }
+                }
+            }
+            continue;
+        }
         let event = tokio::select! {
             biased;
             () = crate::pipeline::stopped(&mut stop), if !stopping => {
@@ -301,23 +222,6 @@ async fn connection_loop(
                         shared.work.notify_one();
                     }
                     Offer::Dropped => {}
-                    Offer::Guard => {
-                        offer_stale(shared, connection.drop_connection());
-                        let limit = config.guard_limit();
-                        tracing::warn!(
-                            source = name,
-                            "mqtt: more than {limit} messages unacked (expected_broker_window {} × \
-                             unacked_guard_multiple {}): the broker's window is larger than configured; \
-                             dropped the connection, reconnecting in {GUARD_BACKOFF:?}. Set \
-                             expected_broker_window to the broker's max_inflight_messages",
-                            config.expected_broker_window,
-                            config.unacked_guard_multiple,
-                        );
-                        tokio::select! {
-                            () = crate::pipeline::stopped(&mut stop) => stopping = true,
-                            () = tokio::time::sleep(GUARD_BACKOFF) => {}
-                        }
-                    }
                 }
             }
             Ok(Event::SubscriptionRefused(refused)) => {
@@ -373,6 +277,66 @@ async fn connection_loop(
     }
 }
 
+/// How a pause in reading ended.
+enum Paused {
+    /// The appender made room: read again.
+    Resumed,
+    /// Shutdown began.
+    Stopping,
+    /// No room came within a keepalive, so the connection was dropped (the broker
+    /// would have dropped it for want of pings); reconnect after [`GUARD_BACKOFF`].
+    GuardDropped,
+}
+
+/// Stops reading the socket while the ledger holds more than its bounds: the kernel's
+/// receive buffer fills, TCP's window closes and the broker stops sending (its queue,
+/// not weir's memory, holds the rest). The acks the appender queues meanwhile go out
+/// with the next poll. Pings do not, so when the WAL makes no room within a keepalive
+/// (a stalled sink behind a broker that overshot its window), the connection is dropped
+/// and counted as a guard disconnect; the broker redelivers what was not acked. While
+/// disconnected, the pause has no deadline: there is nothing to keep alive.
+async fn pause_reading(
+    name: &str,
+    config: &MqttConfig,
+    connection: &mut Connection,
+    shared: &Shared,
+    stop: &mut watch::Receiver<bool>,
+) -> Paused {
+    let deadline = tokio::time::Instant::now() + config.keepalive.get();
+    loop {
+        let connected = shared.ledger().connected();
+        tokio::select! {
+            biased;
+            () = crate::pipeline::stopped(stop) => return Paused::Stopping,
+            () = shared.room.notified() => {}
+            () = tokio::time::sleep(PAUSE_RECHECK) => {}
+            () = tokio::time::sleep_until(deadline), if connected => {
+                shared.ledger().guard_disconnect();
+                offer_stale(shared, connection.drop_connection());
+                let s = shared.status();
+                tracing::warn!(
+                    source = name,
+                    "mqtt: reading paused for {:?} (keepalive) with {} messages unacked and {} \
+                     payload bytes not yet durable, above unacked_guard_multiple × \
+                     expected_broker_window = {} or expected_broker_window × max_message_bytes \
+                     = {}: the broker sends beyond its window and the WAL makes no room; \
+                     dropped the connection, reconnecting in {GUARD_BACKOFF:?}. Set \
+                     expected_broker_window to the broker's max_inflight_messages",
+                    config.keepalive.get(),
+                    s.unacked,
+                    s.held_bytes,
+                    s.guard_limit,
+                    s.held_limit_bytes,
+                );
+                return Paused::GuardDropped;
+            }
+        }
+        if !shared.ledger().must_pause() {
+            return Paused::Resumed;
+        }
+    }
+}
+
 /// Takes the QoS 0 messages read off a connection that is gone (QoS 1/2 ones were
 /// discarded: the broker redelivers them).
 fn offer_stale(shared: &Shared, messages: Vec<super::core::Message>) {
@@ -403,6 +367,9 @@ async fn append_loop(
 ) {
     let max_batch_bytes = ingest.max_batch_bytes();
     let mut appends = OrderedAppends::new(ingest.clone(), IN_FLIGHT);
+    // Acks due that the client's channel had no room for, in order, with their
+    // connection's number.
+    let mut unsent: VecDeque<(u64, AckToken)> = VecDeque::new();
     let mut stopping = false;
     'run: loop {
         while appends.has_room() {
@@ -423,7 +390,7 @@ async fn append_loop(
                 break 'run;
             }
         }
-        if stopping && appends.is_empty() {
+        if stopping && appends.is_empty() && unsent.is_empty() {
             break;
         }
         tokio::select! {
@@ -450,15 +417,54 @@ async fn append_loop(
             },
             () = shared.work.notified(), if !stopping => {}
             () = crate::pipeline::stopped(&mut stop), if !stopping => stopping = true,
+            () = tokio::time::sleep(ACK_RETRY), if !unsent.is_empty() => {}
         }
-        let acks = shared.ledger().ready_acks(now_ms());
-        for token in acks {
-            if let Err(e) = acker.ack(token).await {
-                tracing::debug!(source = %name, "mqtt: ack not sent: {e}");
-            }
+        let (acks, paused) = {
+            let mut ledger = shared.ledger();
+            let acks = ledger.ready_acks(now_ms());
+            let epoch = ledger.epoch();
+            unsent.extend(acks.into_iter().map(|t| (epoch, t)));
+            (
+                hand_acks(&acker, &ledger, &mut unsent),
+                ledger.reading_paused(),
+            )
+        };
+        if paused {
+            // The ledger counts the acks as sent already, and the unit that became
+            // durable no longer holds its payloads: a paused read may go on (the acks
+            // go out with its next poll).
+            shared.room.notify_one();
+        }
+        if acks.dropped > 0 {
+            tracing::debug!(source = %name, "mqtt: {} acks not sent: their connection is gone", acks.dropped);
         }
     }
     let _ = done.send(true);
+}
+
+/// What [`hand_acks`] did.
+struct Handed {
+    /// Acks of a connection that is gone, dropped (the broker redelivers those
+    /// messages; the ledger recognises the redeliveries).
+    dropped: usize,
+}
+
+/// Hands the client, in order, the acks due that its channel has room for, without
+/// waiting: the connection task may be paused, and nothing drains the channel until it
+/// polls again. The rest stay in `unsent` (at most one per packet id). Acks of a
+/// connection that is gone are dropped.
+fn hand_acks(acker: &Acker, ledger: &Ledger, unsent: &mut VecDeque<(u64, AckToken)>) -> Handed {
+    let (connected, epoch) = (ledger.connected(), ledger.epoch());
+    let mut handed = Handed { dropped: 0 };
+    while let Some(&(of, token)) = unsent.front() {
+        if !connected || of != epoch {
+            handed.dropped += 1;
+        } else if !acker.try_ack(token) {
+            break;
+        }
+        unsent.pop_front();
+    }
+    handed
 }
 
 /// Units that will not become durable: at shutdown (the WAL did not take them in time)
