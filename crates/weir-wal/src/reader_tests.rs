@@ -54,7 +54,7 @@ const ONE: ReadLimits = ReadLimits {
 async fn a_cancelled_read_is_continued_not_started_over() {
     let dir = tempfile::tempdir().unwrap();
     let wal = open(dir.path());
-    append(&wal, &[b"zero", b"one", b"two"]).await;
+    append(&wal, &[b"zero"]).await;
     let mut reader = wal.reader("sink").unwrap();
     let first = reader.read(ONE).await.unwrap();
     assert_eq!(first.records[0].payload, &b"zero"[..]);
@@ -65,6 +65,8 @@ async fn a_cancelled_read_is_continued_not_started_over() {
     let at = SEGMENT_HEADER_LEN as usize + crate::format::FRAME_HEADER_LEN as usize + 3;
     bytes[at] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
+    // Appended after the reader caught up, so no read-ahead has them yet.
+    append(&wal, &[b"one", b"two"]).await;
 
     start_and_cancel(&mut reader, ONE);
     let next = tokio::time::timeout(Duration::from_secs(5), reader.read(ONE))
@@ -76,6 +78,57 @@ async fn a_cancelled_read_is_continued_not_started_over() {
     assert_eq!(next.records[0].payload, &b"one"[..]);
     let last = reader.read(ONE).await.unwrap();
     assert_eq!(last.records[0].payload, &b"two"[..]);
+}
+
+/// While more is durable than a batch took, the next batch is read while the caller
+/// holds this one: the next call returns at its first poll, without waiting for the
+/// blocking pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_is_read_ahead_while_more_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path());
+    append(&wal, &[b"a", b"b", b"c"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    assert_eq!(
+        reader.read(ONE).await.unwrap().records[0].payload,
+        &b"a"[..]
+    );
+    // Give a read started now ample time; the one read ahead is already there.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read = {
+        let mut read = pin!(reader.try_read(ONE));
+        let mut cx = Context::from_waker(Waker::noop());
+        match read.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(read) => read.unwrap(),
+            std::task::Poll::Pending => panic!("the next batch was not read ahead"),
+        }
+    };
+    assert_eq!(read.records[0].offset, 1);
+    assert_eq!(read.records[0].payload, &b"b"[..]);
+    let last = reader.read(ONE).await.unwrap();
+    assert_eq!(last.records[0].payload, &b"c"[..]);
+    assert_eq!(last.next_offset(), 3);
+}
+
+/// A chunk's buffer is read into again once the payloads sliced from it are dropped,
+/// and kept while one of them lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunk_buffers_are_reused_once_their_payloads_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path());
+    append(&wal, &[b"a", b"b"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    let batch = reader.read(ReadLimits::default()).await.unwrap();
+    assert_eq!(batch.records.len(), 2);
+    let kept = batch.records[1].payload.clone();
+    drop(batch);
+    assert_eq!(reader.pool.spare(), 0, "a payload of the chunk is alive");
+    drop(kept);
+    assert_eq!(
+        reader.pool.spare(),
+        1,
+        "the chunk's buffer went back to the pool"
+    );
 }
 
 /// A cancelled read that found nothing must not make the next read miss what became
