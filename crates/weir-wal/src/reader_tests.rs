@@ -110,6 +110,45 @@ async fn the_next_batch_is_read_ahead_while_more_is_durable() {
     assert_eq!(last.next_offset(), 3);
 }
 
+/// A batch read ahead whose records are evicted (`drop_oldest`) before the caller takes
+/// it is not returned: the caller gets the gap a read at that moment finds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_read_ahead_then_evicted_is_read_again_as_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::builder(dir.path())
+        .max_disk(256 << 10)
+        .segment_bytes(64 << 10)
+        .on_full(OnFull::DropOldest)
+        .cursor("sink", CursorConfig::default())
+        .build()
+        .unwrap();
+    let wal = Wal::open(config).unwrap().0;
+    append(&wal, &[b"a", b"b", b"c"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    assert_eq!(
+        reader.read(ONE).await.unwrap().records[0].payload,
+        &b"a"[..]
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while reader.ahead.as_ref().is_none_or(|a| a.batches.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no batch was read ahead"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Enough to rotate several times and evict segment 0.
+    let big = vec![7u8; 30 << 10];
+    for _ in 0..20 {
+        append(&wal, &[&big]).await;
+    }
+    let read = reader.read(ONE).await.unwrap();
+    match read.gap {
+        Some(crate::Gap::Evicted { from, .. }) => assert_eq!(from, 1),
+        other => panic!("expected the eviction of offsets from 1, got {other:?}: {read:?}"),
+    }
+}
+
 /// A chunk's buffer is read into again once the payloads sliced from it are dropped,
 /// and kept while one of them lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
