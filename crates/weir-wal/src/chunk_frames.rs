@@ -10,11 +10,13 @@ use bytes::{Buf, Bytes};
 
 use crate::format::{FRAME_HEADER_LEN, FrameError, FrameMeta, MAX_RECORD_BYTES, frame_crc};
 
-/// Bytes read from a segment file at once (unless a frame is larger).
-pub(crate) const READ_CHUNK: usize = 1024 * 1024;
+/// The most bytes read from a segment file at once (unless a frame is larger).
+const MAX_CHUNK: usize = 1024 * 1024;
+/// The fewest.
+const MIN_CHUNK: usize = 64 * 1024;
 
-/// Buffers kept for reuse per reader: at most this many, [`READ_CHUNK`] bytes each, so
-/// an idle reader holds at most 4 MiB of them.
+/// Buffers kept for reuse per reader: at most this many, a chunk each, so an idle
+/// reader holds at most 4 MiB of them (4 × 64 KiB with small reads).
 const POOL_CHUNKS: usize = 4;
 
 type Buffers = Mutex<Vec<Vec<u8>>>;
@@ -25,24 +27,52 @@ type Buffers = Mutex<Vec<Vec<u8>>>;
 /// kernel copies into it; a reused one is already mapped (and, being recent, often still
 /// in the CPU's cache). Buffers are returned by the last payload of a chunk to be
 /// dropped, on whatever thread drops it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ChunkPool(Arc<Buffers>);
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkPool {
+    buffers: Arc<Buffers>,
+    /// Bytes read at once: the read's `max_bytes` within 64 KiB..=1 MiB, so that a
+    /// reader of small batches does not hold megabytes.
+    chunk_len: usize,
+}
+
+impl Default for ChunkPool {
+    fn default() -> Self {
+        ChunkPool {
+            buffers: Arc::default(),
+            chunk_len: MAX_CHUNK,
+        }
+    }
+}
 
 impl ChunkPool {
-    /// A buffer of at least `len` initialised bytes.
-    fn take(&self, len: usize) -> Vec<u8> {
-        let spare = self.0.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        match spare {
-            Some(buf) if buf.len() >= len => buf,
-            // `vec!` of zeroes takes pages the kernel has zeroed, without a second pass.
-            _ => vec![0; len.max(READ_CHUNK)],
+    /// The same buffers, read in chunks sized for reads of at most `max_bytes`.
+    pub(crate) fn for_reads_of(&self, max_bytes: u64) -> ChunkPool {
+        let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        ChunkPool {
+            buffers: Arc::clone(&self.buffers),
+            chunk_len: max_bytes.clamp(MIN_CHUNK, MAX_CHUNK),
         }
     }
 
-    /// Buffers waiting for reuse.
+    /// A buffer of at least `len` initialised bytes.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let spare = self
+            .buffers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match spare {
+            Some(buf) if buf.len() >= len => buf,
+            // `vec!` of zeroes takes pages the kernel has zeroed, without a second pass.
+            _ => vec![0; len.max(self.chunk_len)],
+        }
+    }
+
+    /// The lengths of the buffers waiting for reuse.
     #[cfg(test)]
-    pub(crate) fn spare(&self) -> usize {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    pub(crate) fn spare_lens(&self) -> Vec<usize> {
+        let spare = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
+        spare.iter().map(Vec::len).collect()
     }
 }
 
@@ -51,6 +81,8 @@ struct Chunk {
     buf: Vec<u8>,
     len: usize,
     pool: Weak<Buffers>,
+    /// The pool's chunk length when this chunk was read.
+    chunk_len: usize,
 }
 
 impl AsRef<[u8]> for Chunk {
@@ -62,7 +94,7 @@ impl AsRef<[u8]> for Chunk {
 impl Drop for Chunk {
     fn drop(&mut self) {
         // Only standard-size buffers are kept: a chunk grown for one large frame is freed.
-        if self.buf.len() != READ_CHUNK {
+        if self.buf.len() != self.chunk_len {
             return;
         }
         if let Some(pool) = self.pool.upgrade() {
@@ -74,7 +106,7 @@ impl Drop for Chunk {
     }
 }
 
-/// Frames read from a segment file in chunks of [`READ_CHUNK`] bytes: each payload is
+/// Frames read from a segment file in chunks (64 KiB to 1 MiB): each payload is
 /// a slice of its chunk (no copy, no allocation per record), and each frame's CRC is
 /// checked once, over the bytes in the chunk. A chunk stays alive while a payload of it
 /// does, so a batch of records holds at most its own bytes plus two chunks.
@@ -118,13 +150,13 @@ impl ChunkFrames {
     }
 
     /// Makes `buf` hold at least `need` bytes (the file has them: checked by the caller),
-    /// reading up to [`READ_CHUNK`] (or `need`, if larger) when it must read.
+    /// reading up to a chunk (or `need`, if larger) when it must read.
     fn fill(&mut self, need: usize) -> std::io::Result<()> {
         if self.buf.len() >= need {
             return Ok(());
         }
         let left = self.buf.len();
-        let want = (need.max(READ_CHUNK) - left)
+        let want = (need.max(self.pool.chunk_len) - left)
             .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
         let len = left + want;
         let mut buf = self.pool.take(len);
@@ -144,7 +176,8 @@ impl ChunkFrames {
         self.buf = Bytes::from_owner(Chunk {
             buf,
             len,
-            pool: Arc::downgrade(&self.pool.0),
+            pool: Arc::downgrade(&self.pool.buffers),
+            chunk_len: self.pool.chunk_len,
         });
         Ok(())
     }

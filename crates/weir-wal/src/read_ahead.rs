@@ -68,6 +68,7 @@ impl ReadAhead {
         limits: ReadLimits,
         pool: ChunkPool,
     ) -> ReadAhead {
+        let pool = pool.for_reads_of(limits.max_bytes);
         let (tx, batches) = mpsc::channel(AHEAD_BATCHES);
         let task = tokio::task::spawn_blocking(move || {
             loop {

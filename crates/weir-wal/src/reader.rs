@@ -120,9 +120,10 @@ impl Default for ReadLimits {
 /// While a full batch more is durable than the caller has taken (a replay, a sink
 /// catching up), the reader reads the next batch on the blocking pool while the caller
 /// handles this one: a reader then holds up to two batches of its own (one read, one
-/// being read) besides those it returned, plus up to 4 MiB of chunk buffers kept for
-/// reuse. Payloads are slices of 1 MiB chunks read from the segment file; a chunk's
-/// buffer is reused once all of its payloads are dropped.
+/// being read) besides those it returned, plus up to 4 chunk buffers kept for reuse.
+/// Payloads are slices of chunks read from the segment file, as large as the read's
+/// `max_bytes` within 64 KiB..=1 MiB; a chunk's buffer is reused once all of its
+/// payloads are dropped.
 pub struct Reader {
     shared: Arc<Shared>,
     index: usize,

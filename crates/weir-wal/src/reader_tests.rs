@@ -150,24 +150,34 @@ async fn a_batch_read_ahead_then_evicted_is_read_again_as_a_gap() {
 }
 
 /// A chunk's buffer is read into again once the payloads sliced from it are dropped,
-/// and kept while one of them lives.
+/// and kept while one of them lives; chunks are as large as the reads' `max_bytes`
+/// within 64 KiB..=1 MiB, so a reader of small batches holds no megabytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunk_buffers_are_reused_once_their_payloads_drop() {
-    let dir = tempfile::tempdir().unwrap();
-    let wal = open(dir.path());
-    append(&wal, &[b"a", b"b"]).await;
-    let mut reader = wal.reader("sink").unwrap();
-    let batch = reader.read(ReadLimits::default()).await.unwrap();
-    assert_eq!(batch.records.len(), 2);
-    let kept = batch.records[1].payload.clone();
-    drop(batch);
-    assert_eq!(reader.pool.spare(), 0, "a payload of the chunk is alive");
-    drop(kept);
-    assert_eq!(
-        reader.pool.spare(),
-        1,
-        "the chunk's buffer went back to the pool"
-    );
+    for (max_bytes, chunk) in [(4 << 20, 1 << 20), (8 << 10, 64 << 10)] {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = open(dir.path());
+        append(&wal, &[b"a", b"b"]).await;
+        let mut reader = wal.reader("sink").unwrap();
+        let limits = ReadLimits {
+            max_records: 1024,
+            max_bytes,
+        };
+        let batch = reader.read(limits).await.unwrap();
+        assert_eq!(batch.records.len(), 2);
+        let kept = batch.records[1].payload.clone();
+        drop(batch);
+        assert!(
+            reader.pool.spare_lens().is_empty(),
+            "a payload of the chunk is alive"
+        );
+        drop(kept);
+        assert_eq!(
+            reader.pool.spare_lens(),
+            [chunk],
+            "the chunk's buffer went back to the pool"
+        );
+    }
 }
 
 /// A cancelled read that found nothing must not make the next read miss what became
