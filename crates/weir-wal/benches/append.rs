@@ -13,17 +13,21 @@
 //! fsync ends), and one at a time (`Wal::append`: the disk idles from the end of each
 //! fsync until an appender has woken and handed over its next batch).
 //!
-//! Reads compare a cursor reading everything back with a raw sequential read of the
-//! same segment files. `WEIR_BENCH_SECS` sets the WAL's time per case (default 3).
+//! Last, a cursor reads the 1 KiB × 8 case's WAL back, against a raw sequential read of
+//! the same segment files (`--bench replay` does the same with more data and more
+//! record sizes). `WEIR_BENCH_SECS` sets the WAL's time per case (default 3).
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
+use weir_wal::{Batch, CursorConfig, OnFull, Wal, WalConfig};
+
+#[path = "support/read.rs"]
+mod support_read;
 
 struct Run {
     records: u64,
@@ -132,52 +136,6 @@ fn baseline(dir: &Path, bytes: u64, fsyncs: u64) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
-async fn read_cursor(dir: &Path) -> (u64, f64) {
-    let (wal, _) = Wal::open(config(dir)).expect("open");
-    let mut reader = wal.reader("reader").expect("reader");
-    let end = wal.durable_end();
-    let started = Instant::now();
-    let mut bytes = 0u64;
-    while reader.position() < end {
-        let b = reader
-            .try_read(ReadLimits {
-                max_records: 4096,
-                max_bytes: 4 << 20,
-            })
-            .await
-            .expect("read");
-        bytes += b
-            .records
-            .iter()
-            .map(|r| r.payload.len() as u64)
-            .sum::<u64>();
-    }
-    (bytes, started.elapsed().as_secs_f64())
-}
-
-fn read_raw(dir: &Path) -> (u64, f64) {
-    let started = Instant::now();
-    let mut total = 0u64;
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
-        .collect();
-    paths.sort();
-    for p in paths {
-        let mut f = File::open(p).expect("open");
-        loop {
-            let n = f.read(&mut buf).expect("read");
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
-        }
-    }
-    (total, started.elapsed().as_secs_f64())
-}
-
 /// WAL/baseline alternations per case.
 const ROUNDS: usize = 6;
 
@@ -277,25 +235,6 @@ fn main() {
         }
     }
     if let Some(dir) = read_dir {
-        let (raw_bytes, raw_secs) = read_raw(dir.path()); // also warms the page cache
-        let (bytes, secs) = rt.block_on(read_cursor(dir.path()));
-        let (raw_bytes2, raw_secs2) = read_raw(dir.path());
-        let raw = mb(raw_bytes2, raw_secs2).max(mb(raw_bytes, raw_secs));
-        println!();
-        println!(
-            "read (1 KiB records, page cache warm): cursor vs raw sequential read of the segment files"
-        );
-        println!(
-            "cursor {:.1} MB/s of payload ({} MB), raw {:.1} MB/s, ratio {:.2}",
-            mb(bytes, secs),
-            bytes / 1_000_000,
-            raw,
-            mb(bytes, secs) / raw
-        );
-        println!(
-            "replaying 10 GiB of payload at the cursor's rate: {:.1} min (raw read: {:.1} min)",
-            10.0 * 1024.0 * 1024.0 * 1024.0 / (mb(bytes, secs) * 1e6) / 60.0,
-            10.0 * 1024.0 * 1024.0 * 1024.0 / (raw * 1e6) / 60.0,
-        );
+        support_read::report(&rt, dir.path(), "1 KiB records");
     }
 }

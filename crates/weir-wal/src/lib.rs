@@ -48,11 +48,13 @@
 
 mod batch;
 mod chain;
+mod chunk_frames;
 mod config;
 mod core;
 mod error;
 pub mod format;
 mod identity;
+mod read_ahead;
 mod reader;
 mod recovery;
 mod segment;

@@ -5,13 +5,14 @@ use std::io::Write;
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use crate::chunk_frames::ChunkPool;
 use crate::error::{CommitError, CursorError, ReadError};
 use crate::format::encode_cursor;
+use crate::read_ahead::{self, ReadAhead};
 use crate::recovery::CURSOR_DIR;
 use crate::segment::sync_dir;
-use crate::segment_read::{OpenSegment, read_blocking};
+use crate::segment_read::OpenSegment;
 use crate::shared::Shared;
 
 /// One record read back.
@@ -111,29 +112,29 @@ impl Default for ReadLimits {
     }
 }
 
-/// What a blocking read hands back: the open segment (to continue from) and the batch.
-type ReadOutcome = (Option<OpenSegment>, Result<ReadBatch, ReadError>);
-
-/// A read running on the blocking pool, kept when the future that started it was
-/// cancelled, so that the next read takes its result instead of starting over.
-struct InFlight {
-    limits: ReadLimits,
-    task: JoinHandle<ReadOutcome>,
-}
-
 /// Reads a cursor's records in batches, never past the durable end.
 ///
 /// Reading does not move the saved cursor: call [`Reader::commit`] once the sink has
 /// written and synced what it read.
+///
+/// While a full batch more is durable than the caller has taken (a replay, a sink
+/// catching up), the reader reads the next batch on the blocking pool while the caller
+/// handles this one: a reader then holds up to two batches of its own (one read, one
+/// being read) besides those it returned, plus up to 4 chunk buffers kept for reuse.
+/// Payloads are slices of chunks read from the segment file, as large as the read's
+/// `max_bytes` within 64 KiB..=1 MiB; a chunk's buffer is reused once all of its
+/// payloads are dropped.
 pub struct Reader {
     shared: Arc<Shared>,
     index: usize,
     name: String,
     next: u64,
     open: Option<OpenSegment>,
-    /// A read whose future was dropped before it finished; it reads from `next`.
-    in_flight: Option<InFlight>,
+    /// Reads on the blocking pool from `next`: the batches the next calls return.
+    ahead: Option<ReadAhead>,
     durable: watch::Receiver<u64>,
+    /// Chunk buffers to read into, returned when the payloads sliced from them drop.
+    pool: ChunkPool,
 }
 
 impl std::fmt::Debug for Reader {
@@ -166,8 +167,9 @@ impl Reader {
             name: name.to_owned(),
             next,
             open: None,
-            in_flight: None,
+            ahead: None,
             durable,
+            pool: ChunkPool::default(),
         })
     }
 
@@ -223,36 +225,58 @@ impl Reader {
     /// Cancel-safe, as [`Reader::read`]. The read itself runs on the blocking pool and
     /// is not abandoned: the next call with the same limits takes its result (the open
     /// segment and its position included), so a reader polled in a `select!` never
-    /// reads a segment again from its start.
+    /// reads a segment again from its start. A call with other limits than the last
+    /// discards what was read ahead.
     pub async fn try_read(&mut self, limits: ReadLimits) -> Result<ReadBatch, ReadError> {
-        if self.in_flight.as_ref().is_some_and(|f| f.limits != limits) {
-            // Left by a cancelled read with other limits: let it finish, keep nothing
-            // of it (the segment is opened again at `next`).
-            if let Some(f) = self.in_flight.take() {
-                let _ = f.task.await;
-            }
+        if let Some(ahead) = self.ahead.as_mut().filter(|a| a.limits != limits) {
+            // Reading with other limits: keep none of its batches, only the open segment
+            // (which `read_blocking` reopens at `next` if it has moved past it).
+            ahead.batches.close();
+            let open = (&mut ahead.task).await;
+            self.ahead = None;
+            self.open = open.ok().flatten();
         }
+        let mut started_here = false;
         loop {
-            let started_here = self.in_flight.is_none();
-            let f = self.in_flight.get_or_insert_with(|| {
-                let shared = Arc::clone(&self.shared);
-                let mut open = self.open.take();
-                let (index, next) = (self.index, self.next);
-                let task = tokio::task::spawn_blocking(move || {
-                    let result = read_blocking(&shared, index, next, &mut open, limits);
-                    (open, result)
-                });
-                InFlight { limits, task }
-            });
-            let joined = (&mut f.task).await;
-            self.in_flight = None;
-            let (open, result) = joined.map_err(|_| ReadError::Cancelled)?;
+            let ahead = match &mut self.ahead {
+                Some(ahead) => ahead,
+                None => {
+                    started_here = true;
+                    self.ahead.insert(ReadAhead::start(
+                        Arc::clone(&self.shared),
+                        self.index,
+                        self.next,
+                        self.open.take(),
+                        limits,
+                        self.pool.clone(),
+                    ))
+                }
+            };
+            let Some(result) = ahead.batches.recv().await else {
+                // The task has ended and every batch it read has been taken.
+                let open = (&mut ahead.task).await;
+                self.ahead = None;
+                self.open = open.map_err(|_| ReadError::Cancelled)?;
+                continue;
+            };
             let batch = result?;
-            self.open = open;
+            if !started_here
+                && !batch.is_empty()
+                && !read_ahead::still_current(&self.shared, self.next)
+            {
+                // Read before this call, and records of it were evicted since: a read
+                // now starts with a gap. Read again (the gap, if the batch had one, is
+                // counted twice).
+                ahead.batches.close();
+                let open = (&mut ahead.task).await;
+                self.ahead = None;
+                self.open = open.ok().flatten();
+                continue;
+            }
             self.next = batch.next;
             if batch.is_empty() && !started_here {
-                // Started before the caller's call: what became durable since may be
-                // missing from it. Read again.
+                // Read before this call: what became durable since may be missing from
+                // it. Read again.
                 continue;
             }
             return Ok(batch);

@@ -54,7 +54,7 @@ const ONE: ReadLimits = ReadLimits {
 async fn a_cancelled_read_is_continued_not_started_over() {
     let dir = tempfile::tempdir().unwrap();
     let wal = open(dir.path());
-    append(&wal, &[b"zero", b"one", b"two"]).await;
+    append(&wal, &[b"zero"]).await;
     let mut reader = wal.reader("sink").unwrap();
     let first = reader.read(ONE).await.unwrap();
     assert_eq!(first.records[0].payload, &b"zero"[..]);
@@ -65,6 +65,8 @@ async fn a_cancelled_read_is_continued_not_started_over() {
     let at = SEGMENT_HEADER_LEN as usize + crate::format::FRAME_HEADER_LEN as usize + 3;
     bytes[at] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
+    // Appended after the reader caught up, so no read-ahead has them yet.
+    append(&wal, &[b"one", b"two"]).await;
 
     start_and_cancel(&mut reader, ONE);
     let next = tokio::time::timeout(Duration::from_secs(5), reader.read(ONE))
@@ -76,6 +78,106 @@ async fn a_cancelled_read_is_continued_not_started_over() {
     assert_eq!(next.records[0].payload, &b"one"[..]);
     let last = reader.read(ONE).await.unwrap();
     assert_eq!(last.records[0].payload, &b"two"[..]);
+}
+
+/// While more is durable than a batch took, the next batch is read while the caller
+/// holds this one: the next call returns at its first poll, without waiting for the
+/// blocking pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_is_read_ahead_while_more_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path());
+    append(&wal, &[b"a", b"b", b"c"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    assert_eq!(
+        reader.read(ONE).await.unwrap().records[0].payload,
+        &b"a"[..]
+    );
+    // Give a read started now ample time; the one read ahead is already there.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read = {
+        let mut read = pin!(reader.try_read(ONE));
+        let mut cx = Context::from_waker(Waker::noop());
+        match read.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(read) => read.unwrap(),
+            std::task::Poll::Pending => panic!("the next batch was not read ahead"),
+        }
+    };
+    assert_eq!(read.records[0].offset, 1);
+    assert_eq!(read.records[0].payload, &b"b"[..]);
+    let last = reader.read(ONE).await.unwrap();
+    assert_eq!(last.records[0].payload, &b"c"[..]);
+    assert_eq!(last.next_offset(), 3);
+}
+
+/// A batch read ahead whose records are evicted (`drop_oldest`) before the caller takes
+/// it is not returned: the caller gets the gap a read at that moment finds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_read_ahead_then_evicted_is_read_again_as_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::builder(dir.path())
+        .max_disk(256 << 10)
+        .segment_bytes(64 << 10)
+        .on_full(OnFull::DropOldest)
+        .cursor("sink", CursorConfig::default())
+        .build()
+        .unwrap();
+    let wal = Wal::open(config).unwrap().0;
+    append(&wal, &[b"a", b"b", b"c"]).await;
+    let mut reader = wal.reader("sink").unwrap();
+    assert_eq!(
+        reader.read(ONE).await.unwrap().records[0].payload,
+        &b"a"[..]
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while reader.ahead.as_ref().is_none_or(|a| a.batches.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no batch was read ahead"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Enough to rotate several times and evict segment 0.
+    let big = vec![7u8; 30 << 10];
+    for _ in 0..20 {
+        append(&wal, &[&big]).await;
+    }
+    let read = reader.read(ONE).await.unwrap();
+    match read.gap {
+        Some(crate::Gap::Evicted { from, .. }) => assert_eq!(from, 1),
+        other => panic!("expected the eviction of offsets from 1, got {other:?}: {read:?}"),
+    }
+}
+
+/// A chunk's buffer is read into again once the payloads sliced from it are dropped,
+/// and kept while one of them lives; chunks are as large as the reads' `max_bytes`
+/// within 64 KiB..=1 MiB, so a reader of small batches holds no megabytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunk_buffers_are_reused_once_their_payloads_drop() {
+    for (max_bytes, chunk) in [(4 << 20, 1 << 20), (8 << 10, 64 << 10)] {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = open(dir.path());
+        append(&wal, &[b"a", b"b"]).await;
+        let mut reader = wal.reader("sink").unwrap();
+        let limits = ReadLimits {
+            max_records: 1024,
+            max_bytes,
+        };
+        let batch = reader.read(limits).await.unwrap();
+        assert_eq!(batch.records.len(), 2);
+        let kept = batch.records[1].payload.clone();
+        drop(batch);
+        assert!(
+            reader.pool.spare_lens().is_empty(),
+            "a payload of the chunk is alive"
+        );
+        drop(kept);
+        assert_eq!(
+            reader.pool.spare_lens(),
+            [chunk],
+            "the chunk's buffer went back to the pool"
+        );
+    }
 }
 
 /// A cancelled read that found nothing must not make the next read miss what became

@@ -6,15 +6,12 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use bytes::{Buf, Bytes};
-
+use crate::chunk_frames::{ChunkFrames, ChunkPool};
 use crate::core::Locate;
 use crate::error::ReadError;
-use crate::format::{
-    FRAME_HEADER_LEN, FrameError, FrameMeta, MAX_RECORD_BYTES, SEGMENT_HEADER_LEN,
-};
+use crate::format::{FRAME_HEADER_LEN, FrameError, MAX_RECORD_BYTES, SEGMENT_HEADER_LEN};
 use crate::reader::{Gap, ReadBatch, ReadLimits, Record};
-use crate::segment::{READ_BUFFER, segment_path};
+use crate::segment::segment_path;
 use crate::shared::Shared;
 
 /// An open segment positioned at record `next`.
@@ -25,113 +22,6 @@ pub(crate) struct OpenSegment {
     frames: ChunkFrames,
 }
 
-/// Frames read from a segment file in chunks of [`READ_BUFFER`] bytes: each payload is
-/// a slice of its chunk (no copy, no allocation per record), and each frame's CRC is
-/// checked once, over the bytes in the chunk. A chunk stays alive while a payload of it
-/// does, so a batch of records holds at most its own bytes plus two chunks.
-struct ChunkFrames {
-    file: File,
-    /// Bytes of frames in the file not yet read into a chunk.
-    remaining: u64,
-    /// Bytes of the file read into chunks so far (after the header).
-    read: u64,
-    /// Read and not yet parsed.
-    buf: Bytes,
-}
-
-impl ChunkFrames {
-    fn new(file: File, remaining: u64) -> Self {
-        ChunkFrames {
-            file,
-            remaining,
-            read: 0,
-            buf: Bytes::new(),
-        }
-    }
-
-    /// The body byte (after the segment header) where the next frame starts.
-    fn position(&self) -> u64 {
-        self.read - self.buf.len() as u64
-    }
-
-    /// The file now holds `body` bytes of frames (it grew since the last look).
-    fn set_body_len(&mut self, body: u64) {
-        self.remaining = body.saturating_sub(self.read);
-    }
-
-    /// Makes `buf` hold at least `need` bytes (the file has them: checked by the caller),
-    /// reading a chunk of at least [`READ_BUFFER`] when it must read.
-    fn fill(&mut self, need: usize) -> std::io::Result<()> {
-        if self.buf.len() >= need {
-            return Ok(());
-        }
-        let left = self.buf.len();
-        let want = (need - left)
-            .max(READ_BUFFER)
-            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
-        let mut chunk = Vec::with_capacity(left + want);
-        chunk.extend_from_slice(&self.buf);
-        // read_to_end reads into the spare capacity without zero-filling it first.
-        (&mut self.file).take(want as u64).read_to_end(&mut chunk)?;
-        if chunk.len() < left + want {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the segment file is shorter than the records it holds",
-            ));
-        }
-        self.remaining -= want as u64;
-        self.read += want as u64;
-        self.buf = Bytes::from(chunk);
-        Ok(())
-    }
-
-    /// The next frame and its payload, or `None` when no bytes are left.
-    fn next_frame(&mut self) -> Result<Option<(FrameMeta, Bytes)>, FrameError> {
-        let available = self.buf.len() as u64 + self.remaining;
-        if available == 0 {
-            return Ok(None);
-        }
-        let header_len = FRAME_HEADER_LEN as usize;
-        if available < FRAME_HEADER_LEN {
-            return Err(FrameError::Torn {
-                needed: FRAME_HEADER_LEN,
-                remaining: available,
-            });
-        }
-        self.fill(header_len)?;
-        let header = &self.buf[..header_len];
-        if header.iter().all(|&b| b == 0) {
-            return Err(FrameError::Zeroed);
-        }
-        let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-        let stored = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
-        if len > MAX_RECORD_BYTES {
-            return Err(FrameError::TooLong { len });
-        }
-        let frame_len = FRAME_HEADER_LEN + u64::from(len);
-        if frame_len > available {
-            return Err(FrameError::Torn {
-                needed: frame_len,
-                remaining: available,
-            });
-        }
-        let frame_bytes = header_len + len as usize;
-        self.fill(frame_bytes)?;
-        // Checked before the frame is consumed: after an error, `position` is still the
-        // damaged frame's start.
-        let mut computed = crc32c::crc32c(&self.buf[0..4]);
-        computed = crc32c::crc32c_append(computed, &self.buf[8..frame_bytes]);
-        if computed != stored {
-            return Err(FrameError::Crc { stored, computed });
-        }
-        let frame = self.buf.split_to(frame_bytes);
-        let time_ms = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
-        let mut payload = frame;
-        payload.advance(header_len);
-        Ok(Some((FrameMeta { time_ms, frame_len }, payload)))
-    }
-}
-
 /// One read under the limits, starting at `next`.
 pub(crate) fn read_blocking(
     shared: &Shared,
@@ -139,6 +29,7 @@ pub(crate) fn read_blocking(
     mut next: u64,
     open: &mut Option<OpenSegment>,
     limits: ReadLimits,
+    pool: &ChunkPool,
 ) -> Result<ReadBatch, ReadError> {
     let mut batch = ReadBatch::default();
     let mut bytes = 0u64;
@@ -175,7 +66,7 @@ pub(crate) fn read_blocking(
             .is_none_or(|o| o.first != first || o.next != next)
         {
             *open = None;
-            match open_at(shared, first, next) {
+            match open_at(shared, first, next, pool) {
                 Ok(Some(o)) => *open = Some(o),
                 Ok(None) => continue, // deleted meanwhile: locate again
                 Err(OpenAtError::Io(path, source)) => return Err(ReadError::Io { path, source }),
@@ -203,6 +94,13 @@ pub(crate) fn read_blocking(
         // Every readable record was written before `locate` saw it durable, so the file
         // length now covers them all.
         refresh_remaining(o);
+        // Room for what this segment can give (a follower's read of a few records
+        // reserves a few), up to 1024 at first: `max_bytes` may stop the batch earlier.
+        let wanted = limits.max_records.max(1) - batch.records.len();
+        let here = usize::try_from(first + readable - o.next.min(first + readable));
+        batch
+            .records
+            .reserve(wanted.min(here.unwrap_or(usize::MAX)).min(1024));
         while o.next < first + readable {
             if batch.records.len() >= limits.max_records.max(1)
                 || (!batch.records.is_empty() && bytes >= limits.max_bytes)
@@ -227,7 +125,7 @@ pub(crate) fn read_blocking(
                     if !batch.records.is_empty() || batch.gap.is_some() {
                         break 'outer; // the next read starts at the damage
                     }
-                    match resync(shared, first, damaged, at) {
+                    match resync(shared, first, damaged, at, pool) {
                         Ok(Some(resumed)) => {
                             let to = resumed.next;
                             resynced_gap(shared, index, damaged, to, &mut batch);
@@ -337,6 +235,7 @@ fn resync(
     first: u64,
     damaged: u64,
     at: u64,
+    pool: &ChunkPool,
 ) -> std::io::Result<Option<OpenSegment>> {
     let (end, lo, hi) = {
         let core = shared.core();
@@ -376,8 +275,12 @@ fn resync(
     );
     let len = file.metadata()?.len();
     file.seek(SeekFrom::Start(resume_at))?;
-    let mut frames = ChunkFrames::new(file, len.saturating_sub(resume_at));
-    frames.read = resume_at - SEGMENT_HEADER_LEN;
+    let frames = ChunkFrames::new(
+        file,
+        resume_at - SEGMENT_HEADER_LEN,
+        len.saturating_sub(resume_at),
+        pool.clone(),
+    );
     Ok(Some(OpenSegment {
         first,
         next: resumed,
@@ -433,7 +336,12 @@ fn resynced_gap(shared: &Shared, index: usize, from: u64, to: u64, batch: &mut R
 }
 
 /// Opens the segment starting at `first`, positioned at record `next`.
-fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>, OpenAtError> {
+fn open_at(
+    shared: &Shared,
+    first: u64,
+    next: u64,
+    pool: &ChunkPool,
+) -> Result<Option<OpenSegment>, OpenAtError> {
     let path = segment_path(&shared.dir, first);
     let mut file = match File::open(&path) {
         Ok(f) => f,
@@ -446,7 +354,12 @@ fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>
         .len();
     file.seek(SeekFrom::Start(SEGMENT_HEADER_LEN))
         .map_err(|e| OpenAtError::Io(path.clone(), e))?;
-    let frames = ChunkFrames::new(file, len.saturating_sub(SEGMENT_HEADER_LEN));
+    let frames = ChunkFrames::new(
+        file,
+        0,
+        len.saturating_sub(SEGMENT_HEADER_LEN),
+        pool.clone(),
+    );
     let mut o = OpenSegment {
         first,
         next: first,
@@ -464,7 +377,7 @@ fn open_at(shared: &Shared, first: u64, next: u64) -> Result<Option<OpenSegment>
                 | FrameError::Zeroed,
             ) => {
                 let at = o.frames.position();
-                match resync(shared, first, o.next, at) {
+                match resync(shared, first, o.next, at, pool) {
                     Ok(Some(resumed)) if resumed.next <= next => o = resumed,
                     Ok(Some(resumed)) => return Err(OpenAtError::Lost { resumed }),
                     Ok(None) => return Err(OpenAtError::Damaged),

@@ -1,0 +1,233 @@
+//! Frames read from a segment file in chunks: each payload is a slice of its chunk, and
+//! a chunk's buffer goes back to its reader's [`ChunkPool`] once every payload sliced
+//! from it has been dropped.
+
+use std::fs::File;
+use std::io::Read;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use bytes::{Buf, Bytes};
+
+use crate::format::{FRAME_HEADER_LEN, FrameError, FrameMeta, MAX_RECORD_BYTES, frame_crc};
+
+/// The most bytes read from a segment file at once (unless a frame is larger).
+const MAX_CHUNK: usize = 1024 * 1024;
+/// The fewest.
+const MIN_CHUNK: usize = 64 * 1024;
+
+/// Buffers kept for reuse per reader: at most this many, a chunk each, so an idle
+/// reader holds at most 4 MiB of them (4 × 64 KiB with small reads).
+const POOL_CHUNKS: usize = 4;
+
+type Buffers = Mutex<Vec<Vec<u8>>>;
+
+/// A reader's spare chunk buffers.
+///
+/// A fresh buffer costs a page fault and a zeroed page per 4 KiB the first time the
+/// kernel copies into it; a reused one is already mapped (and, being recent, often still
+/// in the CPU's cache). Buffers are returned by the last payload of a chunk to be
+/// dropped, on whatever thread drops it.
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkPool {
+    buffers: Arc<Buffers>,
+    /// Bytes read at once: the read's `max_bytes` within 64 KiB..=1 MiB, so that a
+    /// reader of small batches does not hold megabytes.
+    chunk_len: usize,
+}
+
+impl Default for ChunkPool {
+    fn default() -> Self {
+        ChunkPool {
+            buffers: Arc::default(),
+            chunk_len: MAX_CHUNK,
+        }
+    }
+}
+
+impl ChunkPool {
+    /// The same buffers, read in chunks sized for reads of at most `max_bytes`.
+    pub(crate) fn for_reads_of(&self, max_bytes: u64) -> ChunkPool {
+        let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        ChunkPool {
+            buffers: Arc::clone(&self.buffers),
+            chunk_len: max_bytes.clamp(MIN_CHUNK, MAX_CHUNK),
+        }
+    }
+
+    /// A buffer of at least `len` initialised bytes.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let spare = self
+            .buffers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match spare {
+            Some(buf) if buf.len() >= len => buf,
+            // `vec!` of zeroes takes pages the kernel has zeroed, without a second pass.
+            _ => vec![0; len.max(self.chunk_len)],
+        }
+    }
+
+    /// The lengths of the buffers waiting for reuse.
+    #[cfg(test)]
+    pub(crate) fn spare_lens(&self) -> Vec<usize> {
+        let spare = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
+        spare.iter().map(Vec::len).collect()
+    }
+}
+
+/// The owner of one chunk's bytes: `len` bytes of `buf` are frames read from the file.
+struct Chunk {
+    buf: Vec<u8>,
+    len: usize,
+    pool: Weak<Buffers>,
+    /// The pool's chunk length when this chunk was read.
+    chunk_len: usize,
+}
+
+impl AsRef<[u8]> for Chunk {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // Only standard-size buffers are kept: a chunk grown for one large frame is freed.
+        if self.buf.len() != self.chunk_len {
+            return;
+        }
+        if let Some(pool) = self.pool.upgrade() {
+            let mut spare = pool.lock().unwrap_or_else(PoisonError::into_inner);
+            if spare.len() < POOL_CHUNKS {
+                spare.push(std::mem::take(&mut self.buf));
+            }
+        }
+    }
+}
+
+/// Frames read from a segment file in chunks (64 KiB to 1 MiB): each payload is
+/// a slice of its chunk (no copy, no allocation per record), and each frame's CRC is
+/// checked once, over the bytes in the chunk. A chunk stays alive while a payload of it
+/// does, so a batch of records holds at most its own bytes plus two chunks.
+pub(crate) struct ChunkFrames {
+    pub(crate) file: File,
+    /// Bytes of frames in the file not yet read into a chunk.
+    remaining: u64,
+    /// Bytes of the file read into chunks so far (after the header).
+    read: u64,
+    /// Read and not yet parsed.
+    buf: Bytes,
+    pool: ChunkPool,
+}
+
+impl ChunkFrames {
+    /// Frames from `file`, positioned at body byte `read` (after the segment header),
+    /// with `remaining` bytes of frames after it.
+    pub(crate) fn new(file: File, read: u64, remaining: u64, pool: ChunkPool) -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            // Read ahead harder: a replay reads the file front to back. Only advice.
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Sequential);
+        }
+        ChunkFrames {
+            file,
+            remaining,
+            read,
+            buf: Bytes::new(),
+            pool,
+        }
+    }
+
+    /// The body byte (after the segment header) where the next frame starts.
+    pub(crate) fn position(&self) -> u64 {
+        self.read - self.buf.len() as u64
+    }
+
+    /// The file now holds `body` bytes of frames (it grew since the last look).
+    pub(crate) fn set_body_len(&mut self, body: u64) {
+        self.remaining = body.saturating_sub(self.read);
+    }
+
+    /// Makes `buf` hold at least `need` bytes (the file has them: checked by the caller),
+    /// reading up to a chunk (or `need`, if larger) when it must read.
+    fn fill(&mut self, need: usize) -> std::io::Result<()> {
+        if self.buf.len() >= need {
+            return Ok(());
+        }
+        let left = self.buf.len();
+        let want = (need.max(self.pool.chunk_len) - left)
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let len = left + want;
+        let mut buf = self.pool.take(len);
+        // The partial frame at the end of the last chunk moves to the front of this one.
+        buf[..left].copy_from_slice(&self.buf);
+        self.file
+            .read_exact(&mut buf[left..len])
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the segment file is shorter than the records it holds",
+                ),
+                _ => e,
+            })?;
+        self.remaining -= want as u64;
+        self.read += want as u64;
+        self.buf = Bytes::from_owner(Chunk {
+            buf,
+            len,
+            pool: Arc::downgrade(&self.pool.buffers),
+            chunk_len: self.pool.chunk_len,
+        });
+        Ok(())
+    }
+
+    /// The next frame and its payload, or `None` when no bytes are left.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<(FrameMeta, Bytes)>, FrameError> {
+        let available = self.buf.len() as u64 + self.remaining;
+        if available == 0 {
+            return Ok(None);
+        }
+        let header_len = FRAME_HEADER_LEN as usize;
+        if available < FRAME_HEADER_LEN {
+            return Err(FrameError::Torn {
+                needed: FRAME_HEADER_LEN,
+                remaining: available,
+            });
+        }
+        self.fill(header_len)?;
+        let header: [u8; FRAME_HEADER_LEN as usize] =
+            self.buf[..header_len].try_into().expect("16 bytes");
+        if header == [0; FRAME_HEADER_LEN as usize] {
+            return Err(FrameError::Zeroed);
+        }
+        let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+        let stored = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
+        if len > MAX_RECORD_BYTES {
+            return Err(FrameError::TooLong { len });
+        }
+        let frame_len = FRAME_HEADER_LEN + u64::from(len);
+        if frame_len > available {
+            return Err(FrameError::Torn {
+                needed: frame_len,
+                remaining: available,
+            });
+        }
+        let frame_bytes = header_len + len as usize;
+        self.fill(frame_bytes)?;
+        // Checked before the frame is consumed: after an error, `position` is still the
+        // damaged frame's start.
+        let computed = frame_crc(&header[0..4], &self.buf[8..frame_bytes]);
+        if computed != stored {
+            return Err(FrameError::Crc { stored, computed });
+        }
+        let time_ms = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+        let payload = self.buf.slice(header_len..frame_bytes);
+        self.buf.advance(frame_bytes);
+        if self.buf.is_empty() {
+            // Lets the chunk's buffer go back to the pool once its payloads drop.
+            self.buf = Bytes::new();
+        }
+        Ok(Some((FrameMeta { time_ms, frame_len }, payload)))
+    }
+}
