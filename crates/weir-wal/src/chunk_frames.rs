@@ -44,13 +44,22 @@ impl Default for ChunkPool {
     }
 }
 
+/// The chunk size for reads of at most `max_bytes`.
+pub(crate) fn chunk_len(max_bytes: u64) -> usize {
+    usize::try_from(max_bytes)
+        .unwrap_or(usize::MAX)
+        .clamp(MIN_CHUNK, MAX_CHUNK)
+}
+
+/// Spare chunk buffers a reader keeps.
+pub(crate) const SPARE_CHUNKS: usize = POOL_CHUNKS;
+
 impl ChunkPool {
     /// The same buffers, read in chunks sized for reads of at most `max_bytes`.
     pub(crate) fn for_reads_of(&self, max_bytes: u64) -> ChunkPool {
-        let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         ChunkPool {
             buffers: Arc::clone(&self.buffers),
-            chunk_len: max_bytes.clamp(MIN_CHUNK, MAX_CHUNK),
+            chunk_len: chunk_len(max_bytes),
         }
     }
 

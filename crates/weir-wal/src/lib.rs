@@ -76,7 +76,7 @@ pub use config::{
 pub use core::FS_RESERVE;
 pub use error::{AppendError, CommitError, CursorError, OpenError, ReadError};
 pub use identity::ID_FILE;
-pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record};
+pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record, reader_memory_bound};
 pub use recovery::{OpenReport, QuarantinedSegment};
 pub use stats::{CursorStats, WalStats};
 pub use wal::Wal;

@@ -19,7 +19,7 @@ use crate::shared::Shared;
 
 /// Batches read and not yet taken: with the one the task holds while it waits to hand
 /// it over, a reader has at most two batches of its own in memory besides the caller's.
-const AHEAD_BATCHES: usize = 1;
+pub(crate) const AHEAD_BATCHES: usize = 1;
 
 /// Whether `batch` stopped at a limit (not at the durable end, a gap or damage).
 fn full(batch: &ReadBatch, limits: ReadLimits) -> bool {

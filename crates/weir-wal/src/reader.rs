@@ -94,6 +94,21 @@ impl ReadBatch {
     }
 }
 
+/// The most memory a [`Reader`] holds of its own besides the batch its caller has, for
+/// reads of at most `max_bytes`: the batch read ahead and the one its task holds while
+/// it waits to hand it over, in chunks of `max_bytes` (64 KiB to 1 MiB; consecutive
+/// batches share the chunk between them, so together they reach at most one chunk
+/// past each end and one between), plus the spare chunks kept for reuse. Payloads
+/// slice their chunk, so a caller holding a record holds its whole chunk.
+pub fn reader_memory_bound(max_bytes: u64) -> u64 {
+    let chunk = crate::chunk_frames::chunk_len(max_bytes) as u64;
+    let batches = crate::read_ahead::AHEAD_BATCHES as u64 + 1;
+    let chunks = batches + 1 + crate::chunk_frames::SPARE_CHUNKS as u64;
+    batches
+        .saturating_mul(max_bytes)
+        .saturating_add(chunks * chunk)
+}
+
 /// Bounds on one read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadLimits {

@@ -82,6 +82,15 @@ impl Config {
                     sink.channel_batches, sink.read_batch_bytes
                 ),
             );
+            bounds.add(
+                "reader",
+                Some(2),
+                weir_wal::reader_memory_bound(sink.read_batch_bytes.bytes()),
+                format!(
+                    "the WAL cursor's read-ahead: a batch read ahead and one handed over, of read_batch_bytes {} in chunks, and spare chunks kept for reuse",
+                    sink.read_batch_bytes
+                ),
+            );
             sink.kind.bounds(&mut bounds);
         }
         Bounds::new("runtime".to_owned(), &mut queues).add(
@@ -214,7 +223,11 @@ row_group_bytes = "5 MiB"
                 ("sources.gen.tickets", Some(64), 0),
                 ("wal.channel", Some(4), 64 * KIB),
                 ("sinks.out.channel", Some(3), 3 * 8 * KIB),
+                // Two batches read ahead, in 64 KiB chunks (the smallest): 3 pinned
+                // around them and 4 spare.
+                ("sinks.out.reader", Some(2), 2 * 8 * KIB + 7 * 64 * KIB),
                 ("sinks.store.channel", Some(2), 2 * MIB),
+                ("sinks.store.reader", Some(2), 2 * MIB + 7 * MIB),
                 ("sinks.store.encoder", Some(1), 5 * MIB),
                 ("runtime.log_queue", Some(10), 10 * KIB),
                 // 2 sources × 7 + the WAL's 7 + 2 sinks × 10 + 3 queues × 2 = 47
@@ -227,7 +240,9 @@ row_group_bytes = "5 MiB"
             + 1000
             + 64 * KIB
             + 24 * KIB
+            + (16 * KIB + 7 * 64 * KIB)
             + 2 * MIB
+            + 9 * MIB
             + 5 * MIB
             + 10 * KIB
             + 900 * 48 * 8;
