@@ -96,6 +96,11 @@ pub(crate) enum Locate {
 pub(crate) struct Core {
     pub segments: VecDeque<SegMeta>,
     pub holes: Vec<Hole>,
+    /// Ranges of damaged records a reader stepped over in sealed segments (found while
+    /// reading, not at recovery), each once however many cursors read it.
+    pub damaged: Vec<Hole>,
+    /// Records in `damaged` since open.
+    pub damaged_records: u64,
     pub durable_end: u64,
     pub disk_bytes: u64,
     pub max_disk: u64,
@@ -241,6 +246,7 @@ impl Core {
         }
         let start = self.start();
         self.holes.retain(|h| h.to > start);
+        self.damaged.retain(|h| h.to > start);
         firsts
     }
 
@@ -281,6 +287,16 @@ impl Core {
     /// The written end (next offset to assign).
     pub fn written_end(&self) -> u64 {
         self.segments.back().map_or(self.durable_end, SegMeta::end)
+    }
+
+    /// Records the damaged range `[from, to)` a reader stepped over (once per range).
+    pub fn note_damage(&mut self, from: u64, to: u64) {
+        if self.damaged.iter().any(|h| h.from == from && h.to == to) {
+            return;
+        }
+        self.damaged.push(Hole { from, to });
+        self.damaged.sort_by_key(|h| h.from);
+        self.damaged_records += to - from;
     }
 
     /// Where `offset` lies for a reader.
@@ -399,6 +415,8 @@ mod tests {
             resource_refusals: 0,
             segments: VecDeque::new(),
             holes: Vec::new(),
+            damaged: Vec::new(),
+            damaged_records: 0,
             durable_end: 0,
             disk_bytes: 0,
             max_disk: 1000,

@@ -376,6 +376,8 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
         resource_refusals: 0,
         segments,
         holes,
+        damaged: Vec::new(),
+        damaged_records: 0,
         durable_end,
         disk_bytes,
         max_disk: config.max_disk,

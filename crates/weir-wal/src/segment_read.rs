@@ -186,6 +186,7 @@ fn corrupt_gap(
         to,
         records,
     });
+    shared.core().note_damage(*next, to);
     note_gap(shared, index, records);
     *next = to;
     true
@@ -332,6 +333,7 @@ fn find_resync(rest: &[u8], max_records: u64, lo: u64, hi: u64) -> Option<(usize
 fn resynced_gap(shared: &Shared, index: usize, from: u64, to: u64, batch: &mut ReadBatch) {
     let records = to - from;
     batch.gap = Some(Gap::Corrupt { from, to, records });
+    shared.core().note_damage(from, to);
     note_gap(shared, index, records);
 }
 

@@ -23,8 +23,15 @@ pub struct WalStats {
     pub start: u64,
     /// The durable end (next offset).
     pub durable_end: u64,
-    /// Quarantined offset ranges still inside the retained log.
+    /// Offset ranges lost inside the retained log, sorted: quarantined at recovery
+    /// (unreadable or damaged segments, stray files), and damaged records a reader
+    /// stepped over in a sealed segment since open (also in `damaged_ranges`).
     pub quarantined_ranges: Vec<(u64, u64)>,
+    /// Damaged records readers stepped over in sealed segments since open, each range
+    /// once (however many cursors read it); each one is logged at ERROR.
+    pub damaged_ranges: Vec<(u64, u64)>,
+    /// Records in `damaged_ranges`, since open.
+    pub damaged_records: u64,
     /// Records appended since open.
     pub appended_records: u64,
     /// Bytes appended since open (frames).
@@ -121,7 +128,18 @@ impl WalStats {
             on_full: core.on_full,
             start: core.start(),
             durable_end: core.durable_end,
-            quarantined_ranges: core.holes.iter().map(|h| (h.from, h.to)).collect(),
+            quarantined_ranges: {
+                let mut ranges: Vec<(u64, u64)> = core
+                    .holes
+                    .iter()
+                    .chain(&core.damaged)
+                    .map(|h| (h.from, h.to))
+                    .collect();
+                ranges.sort_unstable();
+                ranges
+            },
+            damaged_ranges: core.damaged.iter().map(|h| (h.from, h.to)).collect(),
+            damaged_records: core.damaged_records,
             appended_records: shared.appended_records.load(Ordering::Relaxed),
             appended_bytes: shared.appended_bytes.load(Ordering::Relaxed),
             fsyncs: shared.fsyncs.load(Ordering::Relaxed),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use common::{numbered, payload_for, small, with_sink};
 use weir_wal::format::{FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
-use weir_wal::{Gap, OnFull, OpenError, ReadLimits, RecoveryScan, Wal};
+use weir_wal::{CursorConfig, Gap, OnFull, OpenError, ReadLimits, RecoveryScan, Wal};
 
 const SIZE: usize = 40;
 
@@ -240,8 +240,13 @@ async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_ful
         let frame = FRAME_HEADER_LEN as usize + SIZE;
         bytes[SEGMENT_HEADER_LEN as usize + 3 * frame + 25] ^= 1; // record from + 3
         fs::write(&segs[1], &bytes).unwrap();
-        let config = small(base.path(), OnFull::Reject).recovery(scan);
-        let (wal, report) = Wal::open(with_sink(config)).unwrap();
+        let config = small(base.path(), OnFull::Reject)
+            .recovery(scan)
+            .cursor("sink", CursorConfig::default())
+            .cursor("other", CursorConfig::default())
+            .build()
+            .unwrap();
+        let (wal, report) = Wal::open(config).unwrap();
         let mut reader = wal.reader("sink").unwrap();
         let mut got = Vec::new();
         let mut gaps = Vec::new();
@@ -270,6 +275,19 @@ async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_ful
                 let expected: Vec<u64> = (0..n).filter(|o| *o != from + 3).collect();
                 assert_eq!(got, expected);
                 assert!(to > from + 4);
+                // The loss is in the WAL's own figures, once, however many read it.
+                let stats = wal.stats();
+                assert_eq!(stats.quarantined_ranges, vec![(from + 3, from + 4)]);
+                assert_eq!(stats.damaged_ranges, vec![(from + 3, from + 4)]);
+                assert_eq!(stats.damaged_records, 1);
+                let mut second = wal.reader("other").unwrap();
+                loop {
+                    let b = second.try_read(ReadLimits::default()).await.unwrap();
+                    if b.is_empty() {
+                        break;
+                    }
+                }
+                assert_eq!(wal.stats().damaged_records, 1);
             }
             RecoveryScan::Full => {
                 assert_eq!(report.quarantined.len(), 1);
@@ -287,6 +305,13 @@ async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_ful
         }
         let stats = wal.stats();
         assert_eq!(stats.cursors[0].gaps, 1);
+        if scan == RecoveryScan::Full {
+            assert_eq!(stats.quarantined_ranges, vec![(from, to)]);
+            assert_eq!(
+                stats.damaged_records, 0,
+                "found at recovery, not by a reader"
+            );
+        }
     }
 }
 
