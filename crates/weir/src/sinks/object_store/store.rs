@@ -39,6 +39,8 @@ impl StoreError {
                 | E::Unauthenticated { .. }
                 | E::NotFound { .. }
                 | E::InvalidPath { .. }
+                | E::NotSupported { .. }
+                | E::NotImplemented { .. }
         );
         StoreError {
             permanent,
@@ -68,6 +70,11 @@ enum Kind {
     Remote {
         store: Arc<dyn ObjectStore>,
         multipart: Arc<dyn MultipartStore>,
+        /// Whether a multipart upload can carry user metadata. Azure's cannot through
+        /// `MultipartStore` (its `create_multipart_opts` refuses attributes, and the
+        /// metadata would belong to Put Block List, which `complete_multipart` sends
+        /// without any), so its multipart objects have none.
+        multipart_metadata: bool,
     },
     Local(Arc<LocalDir>),
 }
@@ -99,7 +106,11 @@ impl Store {
             retry_timeout: config.timeout.get(),
         };
         let remote = |store: Arc<dyn ObjectStore>, multipart: Arc<dyn MultipartStore>| Store {
-            kind: Kind::Remote { store, multipart },
+            kind: Kind::Remote {
+                store,
+                multipart,
+                multipart_metadata: true,
+            },
         };
         let built = match &config.location {
             Location::S3 { bucket, .. } => {
@@ -138,7 +149,13 @@ impl Store {
                     b = b.with_endpoint(endpoint.clone());
                 }
                 let s = Arc::new(b.build().map_err(|e| format!("Azure client: {e}"))?);
-                remote(s.clone(), s)
+                Store {
+                    kind: Kind::Remote {
+                        store: s.clone(),
+                        multipart: s,
+                        multipart_metadata: false,
+                    },
+                }
             }
             Location::Memory { .. } => {
                 let s = Arc::new(object_store::memory::InMemory::new());
@@ -194,10 +211,18 @@ impl Store {
     /// [`StoreError`].
     pub async fn create(&self, key: &str, metadata: &Metadata) -> Result<String, StoreError> {
         match &self.kind {
-            Kind::Remote { multipart, .. } => {
-                let opts = PutMultipartOptions {
-                    attributes: attributes(metadata),
-                    ..PutMultipartOptions::default()
+            Kind::Remote {
+                multipart,
+                multipart_metadata,
+                ..
+            } => {
+                let opts = if *multipart_metadata {
+                    PutMultipartOptions {
+                        attributes: attributes(metadata),
+                        ..PutMultipartOptions::default()
+                    }
+                } else {
+                    PutMultipartOptions::default()
                 };
                 multipart
                     .create_multipart_opts(&StorePath::from(key), opts)
@@ -421,5 +446,23 @@ impl LocalDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(StoreError::local("remove", &path, &e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+
+    #[test]
+    fn an_operation_the_store_does_not_support_is_permanent_not_retried() {
+        let e = object_store::Error::NotSupported {
+            source: "create_multipart_opts with attributes".into(),
+        };
+        assert!(StoreError::remote("CreateMultipartUpload", "k", &e).permanent);
+        let e = object_store::Error::Generic {
+            store: "Azure",
+            source: "connection reset".into(),
+        };
+        assert!(!StoreError::remote("PUT", "k", &e).permanent);
     }
 }
