@@ -149,3 +149,34 @@ fn kill_9_mid_upload_then_restart_loses_nothing_and_overlaps_nothing() {
     assert_eq!(daemon.stop(), Some(0));
     assert_exact_cover(&azurite.read_parquet_objects("weir/lake"), end);
 }
+
+#[test]
+fn objects_below_part_size_are_single_puts_with_their_offsets_in_blob_metadata() {
+    let azurite = Azurite::start();
+    let dir = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let total = 30_000;
+    let text = config(
+        dir.path(),
+        status,
+        &azurite,
+        20_000,
+        Some(total),
+        "rotate = { bytes = \"12 MiB\", age = \"500ms\" }\n",
+    );
+    let daemon = start(dir.path(), &text, status, &azurite);
+    let s = wait_caught_up(&daemon, Some(total), Duration::from_secs(60));
+    assert_eq!(details(&s, "parts"), 0, "every object is one PUT: {s:#}");
+    assert_eq!(daemon.stop(), Some(0));
+    assert_eq!(azurite.requests("comp=blocklist"), 0, "{}", azurite.log());
+    let objects = azurite.read_parquet_objects("weir/lake");
+    assert!(objects.len() >= 2, "{objects:#?}");
+    assert_exact_cover(&objects, total);
+    // Azure metadata names are C# identifiers: weir's are written with underscores.
+    for o in &objects {
+        let meta = azurite.user_metadata(&o.key);
+        assert_eq!(meta["weir_first_offset"], o.first.to_string(), "{meta:?}");
+        assert_eq!(meta["weir_last_offset"], o.last.to_string(), "{meta:?}");
+        assert!(meta.contains_key("weir_wal_id"), "{meta:?}");
+    }
+}

@@ -2,6 +2,7 @@
 //! loopback port, with its own directory and telemetry off), its container created and
 //! its objects read back through pyarrow's Azure filesystem.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -152,6 +153,28 @@ impl Azurite {
     /// Every Parquet object under `prefix` of [`CONTAINER`], sorted by first offset.
     pub fn read_parquet_objects(&self, prefix: &str) -> Vec<StoredObject> {
         read_parquet_objects_with(&self.filesystem(), &format!("{CONTAINER}/{prefix}"))
+    }
+
+    /// The user metadata (`x-ms-meta-*`) of blob `path` (container first) whose names
+    /// start with `weir`.
+    pub fn user_metadata(&self, path: &str) -> BTreeMap<String, String> {
+        let script = format!(
+            "import json, pyarrow.fs as fs\nstore = {}\n\
+             meta = store.open_input_stream({path:?}).metadata()\n\
+             print(json.dumps({{k: v.decode() for k, v in meta.items() if k.startswith('weir')}}))\n",
+            self.filesystem()
+        );
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .expect("run python3");
+        assert!(
+            out.status.success(),
+            "reading {path}'s metadata failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
     }
 
     /// Requests in its access log whose line contains `needle` (e.g. `comp=block`).

@@ -56,7 +56,9 @@ impl StoreError {
     }
 }
 
-/// User metadata of an object (S3 `x-amz-meta-*`).
+/// User metadata of an object (S3 `x-amz-meta-*`, GCS `x-goog-meta-*`, Azure
+/// `x-ms-meta-*`), its names in `kebab-case`. Azure's must be C# identifiers: there
+/// they are written in `snake_case`.
 pub type Metadata = Vec<(&'static str, String)>;
 
 /// Where the sink's objects go.
@@ -70,11 +72,12 @@ enum Kind {
     Remote {
         store: Arc<dyn ObjectStore>,
         multipart: Arc<dyn MultipartStore>,
-        /// Whether a multipart upload can carry user metadata. Azure's cannot through
-        /// `MultipartStore` (its `create_multipart_opts` refuses attributes, and the
-        /// metadata would belong to Put Block List, which `complete_multipart` sends
-        /// without any), so its multipart objects have none.
-        multipart_metadata: bool,
+        /// Azure Blob Storage, whose metadata rules differ ([`Metadata`]): names are
+        /// C# identifiers, so weir's are written with `_` for `-`; and a multipart
+        /// upload cannot carry any through `MultipartStore` (`create_multipart_opts`
+        /// refuses attributes, and they would belong to Put Block List, which
+        /// `complete_multipart` sends without any), so multipart objects have none.
+        azure: bool,
     },
     Local(Arc<LocalDir>),
 }
@@ -109,7 +112,7 @@ impl Store {
             kind: Kind::Remote {
                 store,
                 multipart,
-                multipart_metadata: true,
+                azure: false,
             },
         };
         let built = match &config.location {
@@ -153,7 +156,7 @@ impl Store {
                     kind: Kind::Remote {
                         store: s.clone(),
                         multipart: s,
-                        multipart_metadata: false,
+                        azure: true,
                     },
                 }
             }
@@ -186,9 +189,9 @@ impl Store {
     /// [`StoreError`].
     pub async fn put(&self, key: &str, body: Bytes, metadata: &Metadata) -> Result<(), StoreError> {
         match &self.kind {
-            Kind::Remote { store, .. } => {
+            Kind::Remote { store, azure, .. } => {
                 let opts = PutOptions {
-                    attributes: attributes(metadata),
+                    attributes: attributes(metadata, *azure),
                     ..PutOptions::default()
                 };
                 store
@@ -212,17 +215,15 @@ impl Store {
     pub async fn create(&self, key: &str, metadata: &Metadata) -> Result<String, StoreError> {
         match &self.kind {
             Kind::Remote {
-                multipart,
-                multipart_metadata,
-                ..
+                multipart, azure, ..
             } => {
-                let opts = if *multipart_metadata {
+                let opts = if *azure {
+                    PutMultipartOptions::default()
+                } else {
                     PutMultipartOptions {
-                        attributes: attributes(metadata),
+                        attributes: attributes(metadata, false),
                         ..PutMultipartOptions::default()
                     }
-                } else {
-                    PutMultipartOptions::default()
                 };
                 multipart
                     .create_multipart_opts(&StorePath::from(key), opts)
@@ -322,11 +323,17 @@ impl Store {
     }
 }
 
-fn attributes(metadata: &Metadata) -> Attributes {
+/// `metadata` as object attributes; for Azure (`azure`) with `_` for `-` in names.
+fn attributes(metadata: &Metadata, azure: bool) -> Attributes {
     let mut attributes = Attributes::new();
     for (key, value) in metadata {
+        let name = if azure {
+            key.replace('-', "_").into()
+        } else {
+            (*key).into()
+        };
         attributes.insert(
-            Attribute::Metadata((*key).into()),
+            Attribute::Metadata(name),
             AttributeValue::from(value.clone()),
         );
     }
@@ -451,7 +458,26 @@ impl LocalDir {
 
 #[cfg(test)]
 mod tests {
-    use super::StoreError;
+    use object_store::{Attribute, AttributeValue};
+
+    use super::{StoreError, attributes};
+
+    #[test]
+    fn azure_metadata_names_are_identifiers_the_others_keep_their_dashes() {
+        let metadata = vec![("weir-first-offset", "7".to_owned())];
+        let name = |azure| {
+            let attributes = attributes(&metadata, azure);
+            let (name, value) = attributes
+                .iter()
+                .next()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .unwrap();
+            assert_eq!(value, AttributeValue::from("7"));
+            name
+        };
+        assert_eq!(name(true), Attribute::Metadata("weir_first_offset".into()));
+        assert_eq!(name(false), Attribute::Metadata("weir-first-offset".into()));
+    }
 
     #[test]
     fn an_operation_the_store_does_not_support_is_permanent_not_retried() {
