@@ -54,6 +54,13 @@ export WEIR_MOSQUITTO
 WEIR_S3S="$(scripts/install-s3s.sh)"
 export WEIR_S3S
 
+# Azure's storage emulator (Azurite's blob service, from npm into the tools cache) for
+# the az:// tests; each starts its own on a free loopback port with its own directory
+# and its telemetry off.
+command -v npm >/dev/null 2>&1 || apt_install npm
+WEIR_AZURITE="$(scripts/install-azurite.sh)"
+export WEIR_AZURITE
+
 # Two nats-server builds with JetStream. The NATS tests start their own servers on free
 # loopback ports with their own store directories: one this machine may run on 4222 is
 # not used.

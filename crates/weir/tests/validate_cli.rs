@@ -76,6 +76,7 @@ fn every_example_is_valid() {
         "mqtt",
         "http-sink",
         "s3",
+        "azure",
         "nats",
         "mqtt-to-nats",
     ] {
@@ -290,6 +291,29 @@ fn the_nats_source_and_sink_show_their_bounds() {
     assert!(output.status.success(), "{}", stderr(&output));
     let out = squeezed(stdout(&output));
     assert!(out.contains("sinks.core.publishes 256"), "{out}");
+}
+
+/// An az:// sink takes an emulator's account URL as its endpoint; a plain-HTTP one
+/// only with allow_http, and the S3-only keys are refused.
+#[test]
+fn an_azure_sink_takes_an_emulator_endpoint_and_refuses_s3_keys() {
+    let text = std::fs::read_to_string(repo_root().join("examples/azure.toml")).unwrap();
+    let text = text
+        .replace("allow_http = true", "region = \"westeurope\"")
+        .replace(
+            "format = \"parquet\"",
+            "format = \"parquet\"\npath_style = true",
+        );
+    let output = validate_text(&text);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    for needle in [
+        "sinks.lake.endpoint: \"http://127.0.0.1:10000/devstoreaccount1\" is plain HTTP: set allow_http = true",
+        "sinks.lake.region: only applies to s3:// URLs",
+        "sinks.lake.path_style: only applies to s3:// URLs",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from:\n{err}");
+    }
 }
 
 /// The object-store sink's memory is in the inventory: the parts uploading

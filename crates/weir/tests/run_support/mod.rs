@@ -3,6 +3,7 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod azurite;
 pub mod http_sink;
 pub mod http_target;
 pub mod mosquitto;

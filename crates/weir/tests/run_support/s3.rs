@@ -155,23 +155,32 @@ pub struct StoredObject {
 /// Every Parquet object under `prefix` of [`BUCKET`] at `addr`, read with pyarrow's S3
 /// filesystem (the client users read the lake with), sorted by first offset.
 pub fn read_parquet_objects(addr: SocketAddr, prefix: &str) -> Vec<StoredObject> {
+    let filesystem = format!(
+        r#"fs.S3FileSystem(access_key="{ACCESS_KEY}", secret_key="{SECRET_KEY}",
+    endpoint_override="127.0.0.1:{port}", scheme="http", region="us-east-1")"#,
+        port = addr.port()
+    );
+    read_parquet_objects_with(&filesystem, &format!("{BUCKET}/{prefix}"))
+}
+
+/// Every Parquet object under `root` of the pyarrow filesystem the Python expression
+/// `filesystem` builds (`pyarrow.fs` is `fs`), sorted by first offset.
+pub fn read_parquet_objects_with(filesystem: &str, root: &str) -> Vec<StoredObject> {
     let script = format!(
         r#"
 import json, pyarrow.fs as fs, pyarrow.parquet as pq
-s3 = fs.S3FileSystem(access_key="{ACCESS_KEY}", secret_key="{SECRET_KEY}",
-                     endpoint_override="127.0.0.1:{port}", scheme="http", region="us-east-1")
+store = {filesystem}
 out = []
-for info in s3.get_file_info(fs.FileSelector("{BUCKET}/{prefix}", recursive=True)):
+for info in store.get_file_info(fs.FileSelector("{root}", recursive=True)):
     if info.type != fs.FileType.File:
         continue
-    with s3.open_input_file(info.path) as f:
+    with store.open_input_file(info.path) as f:
         table = pq.read_table(f)
-        meta = pq.read_metadata(s3.open_input_file(info.path)).metadata
+        meta = pq.read_metadata(store.open_input_file(info.path)).metadata
     out.append(dict(key=info.path, rows=table.num_rows,
                     first=int(meta[b"weir.first_offset"]), last=int(meta[b"weir.last_offset"])))
 print(json.dumps(out))
-"#,
-        port = addr.port()
+"#
     );
     let out = Command::new("python3")
         .arg("-c")
@@ -180,7 +189,7 @@ print(json.dumps(out))
         .expect("run python3");
     assert!(
         out.status.success(),
-        "reading the bucket with pyarrow failed (run scripts/test.sh, which installs it):\n{}",
+        "reading the store with pyarrow failed (run scripts/test.sh, which installs it):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let list: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");

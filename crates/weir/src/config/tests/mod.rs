@@ -477,6 +477,24 @@ fn object_store_keys_are_checked() {
         paths(&store("gs://b", "region = \"x\"\n")),
         ["sinks.lake.region"]
     );
+    // Azure: the account URL (an emulator's, plain HTTP only with allow_http); region
+    // and path_style are S3's.
+    Config::from_toml(&store(
+        "az://container/p",
+        "endpoint = \"http://127.0.0.1:10000/devstoreaccount1\"\nallow_http = true\n",
+    ))
+    .expect("valid");
+    assert_eq!(
+        paths(&store(
+            "az://container/p",
+            "endpoint = \"http://127.0.0.1:10000/devstoreaccount1\"\n"
+        )),
+        ["sinks.lake.endpoint"]
+    );
+    assert_eq!(
+        paths(&store("az://container", "path_style = false\n")),
+        ["sinks.lake.path_style"]
+    );
     assert_eq!(
         paths(&store("file:///tmp/x", "endpoint = \"https://x\"\n")),
         ["sinks.lake.endpoint"]

@@ -150,7 +150,8 @@ pub struct ObjectStoreConfig {
     /// Attempts per part or object before the sink gives up on it, aborts its upload
     /// and reads again from its cursor. Default 6.
     pub max_attempts: NonZeroU32,
-    /// S3-compatible servers: the endpoint URL.
+    /// S3-compatible servers: the endpoint URL; Azure: the account URL (an emulator's
+    /// is `http://host:port/account`).
     pub endpoint: Option<String>,
     /// S3: the region.
     pub region: Option<String>,

@@ -39,6 +39,8 @@ impl StoreError {
                 | E::Unauthenticated { .. }
                 | E::NotFound { .. }
                 | E::InvalidPath { .. }
+                | E::NotSupported { .. }
+                | E::NotImplemented { .. }
         );
         StoreError {
             permanent,
@@ -54,7 +56,9 @@ impl StoreError {
     }
 }
 
-/// User metadata of an object (S3 `x-amz-meta-*`).
+/// User metadata of an object (S3 `x-amz-meta-*`, GCS `x-goog-meta-*`, Azure
+/// `x-ms-meta-*`), its names in `kebab-case`. Azure's must be C# identifiers: there
+/// they are written in `snake_case`.
 pub type Metadata = Vec<(&'static str, String)>;
 
 /// Where the sink's objects go.
@@ -68,6 +72,12 @@ enum Kind {
     Remote {
         store: Arc<dyn ObjectStore>,
         multipart: Arc<dyn MultipartStore>,
+        /// Azure Blob Storage, whose metadata rules differ ([`Metadata`]): names are
+        /// C# identifiers, so weir's are written with `_` for `-`; and a multipart
+        /// upload cannot carry any through `MultipartStore` (`create_multipart_opts`
+        /// refuses attributes, and they would belong to Put Block List, which
+        /// `complete_multipart` sends without any), so multipart objects have none.
+        azure: bool,
     },
     Local(Arc<LocalDir>),
 }
@@ -99,7 +109,11 @@ impl Store {
             retry_timeout: config.timeout.get(),
         };
         let remote = |store: Arc<dyn ObjectStore>, multipart: Arc<dyn MultipartStore>| Store {
-            kind: Kind::Remote { store, multipart },
+            kind: Kind::Remote {
+                store,
+                multipart,
+                azure: false,
+            },
         };
         let built = match &config.location {
             Location::S3 { bucket, .. } => {
@@ -138,7 +152,13 @@ impl Store {
                     b = b.with_endpoint(endpoint.clone());
                 }
                 let s = Arc::new(b.build().map_err(|e| format!("Azure client: {e}"))?);
-                remote(s.clone(), s)
+                Store {
+                    kind: Kind::Remote {
+                        store: s.clone(),
+                        multipart: s,
+                        azure: true,
+                    },
+                }
             }
             Location::Memory { .. } => {
                 let s = Arc::new(object_store::memory::InMemory::new());
@@ -169,9 +189,9 @@ impl Store {
     /// [`StoreError`].
     pub async fn put(&self, key: &str, body: Bytes, metadata: &Metadata) -> Result<(), StoreError> {
         match &self.kind {
-            Kind::Remote { store, .. } => {
+            Kind::Remote { store, azure, .. } => {
                 let opts = PutOptions {
-                    attributes: attributes(metadata),
+                    attributes: attributes(metadata, *azure),
                     ..PutOptions::default()
                 };
                 store
@@ -194,10 +214,16 @@ impl Store {
     /// [`StoreError`].
     pub async fn create(&self, key: &str, metadata: &Metadata) -> Result<String, StoreError> {
         match &self.kind {
-            Kind::Remote { multipart, .. } => {
-                let opts = PutMultipartOptions {
-                    attributes: attributes(metadata),
-                    ..PutMultipartOptions::default()
+            Kind::Remote {
+                multipart, azure, ..
+            } => {
+                let opts = if *azure {
+                    PutMultipartOptions::default()
+                } else {
+                    PutMultipartOptions {
+                        attributes: attributes(metadata, false),
+                        ..PutMultipartOptions::default()
+                    }
                 };
                 multipart
                     .create_multipart_opts(&StorePath::from(key), opts)
@@ -297,11 +323,17 @@ impl Store {
     }
 }
 
-fn attributes(metadata: &Metadata) -> Attributes {
+/// `metadata` as object attributes; for Azure (`azure`) with `_` for `-` in names.
+fn attributes(metadata: &Metadata, azure: bool) -> Attributes {
     let mut attributes = Attributes::new();
     for (key, value) in metadata {
+        let name = if azure {
+            key.replace('-', "_").into()
+        } else {
+            (*key).into()
+        };
         attributes.insert(
-            Attribute::Metadata((*key).into()),
+            Attribute::Metadata(name),
             AttributeValue::from(value.clone()),
         );
     }
@@ -421,5 +453,42 @@ impl LocalDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(StoreError::local("remove", &path, &e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::{Attribute, AttributeValue};
+
+    use super::{StoreError, attributes};
+
+    #[test]
+    fn azure_metadata_names_are_identifiers_the_others_keep_their_dashes() {
+        let metadata = vec![("weir-first-offset", "7".to_owned())];
+        let name = |azure| {
+            let attributes = attributes(&metadata, azure);
+            let (name, value) = attributes
+                .iter()
+                .next()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .unwrap();
+            assert_eq!(value, AttributeValue::from("7"));
+            name
+        };
+        assert_eq!(name(true), Attribute::Metadata("weir_first_offset".into()));
+        assert_eq!(name(false), Attribute::Metadata("weir-first-offset".into()));
+    }
+
+    #[test]
+    fn an_operation_the_store_does_not_support_is_permanent_not_retried() {
+        let e = object_store::Error::NotSupported {
+            source: "create_multipart_opts with attributes".into(),
+        };
+        assert!(StoreError::remote("CreateMultipartUpload", "k", &e).permanent);
+        let e = object_store::Error::Generic {
+            store: "Azure",
+            source: "connection reset".into(),
+        };
+        assert!(!StoreError::remote("PUT", "k", &e).permanent);
     }
 }
