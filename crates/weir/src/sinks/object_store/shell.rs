@@ -52,6 +52,10 @@ use crate::sinks::parquet::FooterMetadata;
 use crate::sinks::rotate::pins_too_much;
 use crate::sinks::{OpenSink, SinkContext};
 
+/// How long recovery waits before it aborts the uploads an earlier run recorded, so
+/// that parts that run had sent whole land first (and are aborted with the rest).
+const UPLOAD_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The first retry delay of a failed request.
 const RETRY_INITIAL: std::time::Duration = std::time::Duration::from_millis(200);
 /// The longest retry delay of a failed request (before jitter).
@@ -361,6 +365,19 @@ impl ObjectStoreSink {
             .iter()
             .filter_map(|(&first, r)| r.upload.clone().map(|id| (first, r.key.clone(), id)))
             .collect();
+        if !uploads.is_empty() {
+            // A part the crashed run had sent whole may still be landing on the store:
+            // one that lands after the abort stays (S3 says to abort again; some stores,
+            // s3s-fs among them, then no longer know the upload). Let those settle
+            // first; this costs a moment only after a crash.
+            tracing::info!(
+                "sink {}: {} unfinished uploads recorded by an earlier run; aborting them in {:?}, once parts it had sent have landed",
+                self.name,
+                uploads.len(),
+                UPLOAD_SETTLE
+            );
+            tokio::time::sleep(UPLOAD_SETTLE).await;
+        }
         for (first, key, id) in uploads {
             let store = self.store.clone();
             let aborted = self
