@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use run_support::http_sink::{config, generator, http, lag, quarantined, sink};
+use run_support::http_sink::{config, generator, http, lag, quarantined, sink, wait_failed};
 use run_support::http_target::Target;
 use run_support::{Daemon, free_addr, write_config};
 
@@ -250,19 +250,7 @@ fn a_bad_token_fails_the_sink_and_quarantines_nothing() {
         status,
         &[("WEIR_TEST_HTTP_AUTH", "Bearer bad")],
     );
-    let st = daemon.wait_for("the sink failed", Duration::from_secs(20), |s| {
-        s["components"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["name"] == "out" && c["state"] == "failed")
-    });
-    let component = st["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "out")
-        .unwrap();
+    let (_, component) = wait_failed(&daemon);
     let reason = component["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("HTTP 401"), "{component:#}");
     assert!(reason.contains("bad token"), "{component:#}");

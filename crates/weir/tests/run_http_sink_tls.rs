@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::http::Version;
-use run_support::http_sink::{config, generator, http, lag, quarantined};
+use run_support::http_sink::{config, generator, http, lag, quarantined, wait_failed};
 use run_support::http_target::Target;
 use run_support::tls::{make_ca, make_server_cert};
 use run_support::{Daemon, free_addr, run_to_exit, write_config};
@@ -84,19 +84,7 @@ fn a_certificate_the_ca_file_did_not_sign_fails_the_sink_and_sends_nothing() {
         ),
     );
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
-    let st = daemon.wait_for("the sink failed", Duration::from_secs(20), |s| {
-        s["components"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["name"] == "out" && c["state"] == "failed")
-    });
-    let component = st["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "out")
-        .unwrap();
+    let (st, component) = wait_failed(&daemon);
     let reason = component["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("certificate"), "{component:#}");
     assert!(reason.contains("ca_file"), "{component:#}");

@@ -9,10 +9,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use run_support::lake::{self, details, durable_end, wait_caught_up};
 use run_support::s3::{
     BUCKET, Fault, FaultProxy, S3Server, assert_exact_cover, read_parquet_objects,
 };
-use run_support::{Daemon, free_addr, write_config};
+use run_support::{Daemon, free_addr};
 
 /// A generator of `count` records (none: without end) at `rate` into an object-store
 /// sink on `endpoint`; `extra` lines go into the sink's table.
@@ -60,34 +61,7 @@ retry = {{ initial = "100ms", max = "1s" }}
 }
 
 fn start(dir: &Path, text: &str, status: SocketAddr, server: &S3Server) -> Daemon {
-    let path = write_config(dir, text);
-    let env = server.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Daemon::start(dir, &path, status, &env)
-}
-
-fn durable_end(status: &serde_json::Value) -> u64 {
-    status["wal"]["durable_end"].as_u64().unwrap_or(0)
-}
-
-fn committed(status: &serde_json::Value) -> u64 {
-    status["sinks"]["lake"]["cursor"]["committed"]
-        .as_u64()
-        .unwrap_or(0)
-}
-
-fn details(status: &serde_json::Value, key: &str) -> u64 {
-    status["sinks"]["lake"]["object_store"][key]
-        .as_u64()
-        .unwrap_or(0)
-}
-
-/// Waits until the sink's cursor has reached a durable end that no longer moves.
-fn wait_caught_up(daemon: &Daemon, total: Option<u64>, timeout: Duration) -> serde_json::Value {
-    daemon.wait_for("the sink to catch up", timeout, |s| {
-        let end = durable_end(s);
-        end > 0 && committed(s) == end && total.is_none_or(|t| end == t)
-    })
+    lake::start(dir, text, status, &server.env())
 }
 
 #[test]

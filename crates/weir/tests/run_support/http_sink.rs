@@ -59,3 +59,20 @@ pub fn quarantined(dir: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).expect("a quarantine line"))
         .collect()
 }
+
+/// Waits until the sink `out` shows `failed`; returns the status and its component.
+pub fn wait_failed(daemon: &super::Daemon) -> (serde_json::Value, serde_json::Value) {
+    let st = daemon.wait_for("the sink failed", std::time::Duration::from_secs(20), |s| {
+        s["components"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["name"] == "out" && c["state"] == "failed")
+    });
+    let component = st["components"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "out"))
+        .cloned()
+        .expect("the sink's component");
+    (st, component)
+}

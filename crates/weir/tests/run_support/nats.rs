@@ -219,7 +219,10 @@ impl Js {
         };
         self.rt
             .block_on(async {
-                let deadline = Instant::now() + Duration::from_secs(20);
+                // A cluster that just started places a replicated stream only once its
+                // JetStream peers know each other: slow on a loaded machine (CI once
+                // saw "no suitable peers for placement" for 20 s).
+                let deadline = Instant::now() + Duration::from_secs(60);
                 loop {
                     match self.js.create_stream(config.clone()).await {
                         Ok(_) => return Ok(()),

@@ -54,7 +54,7 @@ use crate::sinks::{OpenSink, SinkContext};
 
 /// How long recovery waits before it aborts the uploads an earlier run recorded, so
 /// that parts that run had sent whole land first (and are aborted with the rest).
-const UPLOAD_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+const UPLOAD_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The first retry delay of a failed request.
 const RETRY_INITIAL: std::time::Duration = std::time::Duration::from_millis(200);
