@@ -189,6 +189,53 @@ fn wait_for_lines(daemon: &Daemon, out: &Path, lines: usize, timeout: Duration) 
     }
 }
 
+/// Waits until the sink holds each of `n` sequenced messages (`t/0`, `t/1`, …, by
+/// topic and seq) at least once. After a restart the count of lines is no measure:
+/// redeliveries and warm-ups add lines, so it can reach `n` while some messages are
+/// still on their way.
+fn wait_for_messages(daemon: &Daemon, out: &Path, n: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut distinct = std::collections::BTreeSet::new();
+        let files = std::fs::read_dir(out)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| {
+                let name = p.to_string_lossy();
+                name.ends_with(".ndjson") || name.ends_with(".ndjson.open")
+            });
+        for file in files {
+            // A file may be renamed (closed) between the listing and the read: the
+            // next round sees it under its new name.
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            for line in text.lines() {
+                let Ok(r) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                if let (Some(key), Some(seq)) = (r["key"].as_str(), r["payload"]["seq"].as_u64())
+                    && key != "t/warmup"
+                {
+                    distinct.insert((key.to_owned(), seq));
+                }
+            }
+        }
+        if distinct.len() >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sink holds {} of {n} messages after {timeout:?}; status: {:#}\n{}",
+            distinct.len(),
+            daemon.status(),
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Publishes QoS `qos` warm-up messages on `t/warmup` until weir has received one, so
 /// the subscription is in place (and, for a persistent session, the broker queues for
 /// it). A warm-up published before the subscription is never delivered, so the count
@@ -413,7 +460,7 @@ expected_broker_window = {WINDOW}"#
     // Let it go: restart with the gate at full speed.
     daemon.stop();
     let daemon = weir.start(&source, OPEN);
-    wait_for_lines(&daemon, &weir.out(), N as usize, Duration::from_secs(120));
+    wait_for_messages(&daemon, &weir.out(), N as usize, Duration::from_secs(120));
     let s = daemon.wait_for("every ack sent", Duration::from_secs(10), |s| {
         field(s, "unacked") == 0
     });
@@ -500,7 +547,7 @@ expected_broker_window = {window}"#
 
     // What weir acked is durable; what it had not acked the broker redelivers.
     let daemon = weir.start(&source, OPEN);
-    wait_for_lines(&daemon, &weir.out(), N as usize, Duration::from_secs(120));
+    wait_for_messages(&daemon, &weir.out(), N as usize, Duration::from_secs(120));
     daemon.wait_for("every ack sent", Duration::from_secs(10), |s| {
         field(s, "unacked") == 0
     });

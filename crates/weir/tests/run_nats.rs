@@ -627,8 +627,9 @@ fn two_instances_share_a_consumer_on_a_cluster() {
     );
     let (share_a, share_b) = (lines_of(&a.out()).len(), lines_of(&b.out()).len());
     eprintln!("shares: a {share_a}, b {share_b} (of {N}; redeliveries counted twice)");
+    // Each took more than 1,000 before the failures (the waits above). After the
+    // restarts one may find nothing left for it: its new run's `acked` can be 0.
     assert!(share_a > 0 && share_b > 0, "both instances took a share");
-    assert!(field(&sa, "acked") > 0 && field(&sb, "acked") > 0);
     let _ = da.stop();
     let _ = db.stop();
 }
