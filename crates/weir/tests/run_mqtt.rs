@@ -787,7 +787,7 @@ expected_broker_window = {WINDOW}"#
 
     daemon.stop();
     let daemon = weir.start(&source, OPEN);
-    wait_for_lines(&daemon, &weir.out(), n as usize, Duration::from_secs(60));
+    wait_for_messages(&daemon, &weir.out(), n as usize, Duration::from_secs(60));
     let records = ndjson_lines(&weir.out());
     let duplicates = check_complete_in_order(&records, TOPICS, PER_TOPIC);
     assert!(duplicates <= WINDOW, "{duplicates} duplicates");
@@ -960,7 +960,7 @@ max_message_bytes = "16 KiB"
 expected_broker_window = 100"#
     );
     let daemon = weir.start(&fixed, OPEN);
-    wait_for_lines(&daemon, &weir.out(), n as usize, Duration::from_secs(60));
+    wait_for_messages(&daemon, &weir.out(), n as usize, Duration::from_secs(60));
     let records = ndjson_lines(&weir.out());
     let duplicates = check_complete_in_order(&records, TOPICS, PER_TOPIC);
     eprintln!("{duplicates} duplicates after guard disconnects (at-least-once)");
