@@ -76,8 +76,48 @@ impl NatsServer {
         server
     }
 
-    /// A 3-node JetStream cluster on loopback, each with its own store.
+    /// A 3-node JetStream cluster on loopback, each with its own store. The ports are
+    /// picked free and released before the servers bind them, so another test may take
+    /// one meanwhile ("address already in use"): then the cluster starts again on new
+    /// ports, with fresh stores.
     pub fn cluster(bin: &std::path::Path, root: &std::path::Path) -> Vec<NatsServer> {
+        for attempt in 1..=5 {
+            let mut nodes = Self::try_cluster(bin, root);
+            if nodes.iter_mut().all(NatsServer::came_up) {
+                return nodes;
+            }
+            let logs: Vec<String> = nodes.iter().map(NatsServer::log).collect();
+            drop(nodes);
+            assert!(
+                attempt < 5,
+                "the NATS cluster did not start:\n{}",
+                logs.join("\n")
+            );
+            for i in 0..3 {
+                let _ = std::fs::remove_dir_all(root.join(format!("n{i}")));
+                let _ = std::fs::remove_file(root.join(format!("n{i}.log")));
+            }
+        }
+        unreachable!("returned or panicked above")
+    }
+
+    /// Whether the server listens (within 20 s) rather than exited.
+    fn came_up(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(self.addr).is_err() {
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|c| c.try_wait().ok().flatten().is_some());
+            if exited || Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    fn try_cluster(bin: &std::path::Path, root: &std::path::Path) -> Vec<NatsServer> {
         let clients: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
         let routes: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
         let mut nodes = Vec::new();
@@ -110,9 +150,6 @@ impl NatsServer {
             };
             node.spawn_no_wait();
             nodes.push(node);
-        }
-        for node in &nodes {
-            node.wait_listening();
         }
         nodes
     }
