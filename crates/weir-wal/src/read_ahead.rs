@@ -17,6 +17,13 @@ use crate::reader::{ReadBatch, ReadLimits};
 use crate::segment_read::{OpenSegment, read_blocking};
 use crate::shared::Shared;
 
+/// Whether the task reads on past the batch asked for. Off: with it on, the WAL's model
+/// test (`tests/model.rs`) diverged from the model now and then (about 1 run in 7 on a
+/// loaded machine: the log's start and disk use ahead of the model's after reopens),
+/// and the cause is not found yet. Each read is then one task, as before the read-ahead;
+/// the pooled chunks and the faster CRC stay.
+const READ_AHEAD: bool = false;
+
 /// Batches read and not yet taken: with the one the task holds while it waits to hand
 /// it over, a reader has at most two batches of its own in memory besides the caller's.
 pub(crate) const AHEAD_BATCHES: usize = 1;
@@ -76,7 +83,9 @@ impl ReadAhead {
                 let more = match &result {
                     Ok(batch) => {
                         next = batch.next;
-                        full(batch, limits) && full_batch_durable(&shared, next, limits)
+                        READ_AHEAD
+                            && full(batch, limits)
+                            && full_batch_durable(&shared, next, limits)
                     }
                     Err(_) => false,
                 };

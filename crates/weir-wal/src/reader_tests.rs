@@ -83,6 +83,7 @@ async fn a_cancelled_read_is_continued_not_started_over() {
 /// While more is durable than a batch took, the next batch is read while the caller
 /// holds this one: the next call returns at its first poll, without waiting for the
 /// blocking pool.
+#[ignore = "the read-ahead is off (read_ahead::READ_AHEAD) until a divergence in the model test is understood"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_batch_is_read_ahead_while_more_is_durable() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,6 +113,7 @@ async fn the_next_batch_is_read_ahead_while_more_is_durable() {
 
 /// A batch read ahead whose records are evicted (`drop_oldest`) before the caller takes
 /// it is not returned: the caller gets the gap a read at that moment finds.
+#[ignore = "the read-ahead is off (read_ahead::READ_AHEAD) until a divergence in the model test is understood"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_read_ahead_then_evicted_is_read_again_as_a_gap() {
     let dir = tempfile::tempdir().unwrap();
