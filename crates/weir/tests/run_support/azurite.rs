@@ -99,7 +99,10 @@ impl Azurite {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        azurite.python(&format!("store.create_dir({CONTAINER:?})"));
+        azurite.python(
+            "creating the container",
+            &format!("store.create_dir({CONTAINER:?})"),
+        );
         azurite
     }
 
@@ -132,9 +135,11 @@ impl Azurite {
         )
     }
 
-    fn python(&self, statement: &str) {
+    /// Runs `statement` with `store` bound to a pyarrow filesystem on the emulator;
+    /// returns what it printed. `what` names it in the failure.
+    fn python(&self, what: &str, statement: &str) -> Vec<u8> {
         let script = format!(
-            "import pyarrow.fs as fs\nstore = {}\n{statement}\n",
+            "import json, pyarrow.fs as fs\nstore = {}\n{statement}\n",
             self.filesystem()
         );
         let out = Command::new("python3")
@@ -144,10 +149,11 @@ impl Azurite {
             .expect("run python3");
         assert!(
             out.status.success(),
-            "{statement} on Azurite with pyarrow failed (run scripts/test.sh, which \
+            "{what} on Azurite with pyarrow failed (run scripts/test.sh, which \
              installs it):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        out.stdout
     }
 
     /// Every Parquet object under `prefix` of [`CONTAINER`], sorted by first offset.
@@ -158,23 +164,14 @@ impl Azurite {
     /// The user metadata (`x-ms-meta-*`) of blob `path` (container first) whose names
     /// start with `weir`.
     pub fn user_metadata(&self, path: &str) -> BTreeMap<String, String> {
-        let script = format!(
-            "import json, pyarrow.fs as fs\nstore = {}\n\
-             meta = store.open_input_stream({path:?}).metadata()\n\
-             print(json.dumps({{k: v.decode() for k, v in meta.items() if k.startswith('weir')}}))\n",
-            self.filesystem()
+        let out = self.python(
+            &format!("reading {path}'s metadata"),
+            &format!(
+                "meta = store.open_input_stream({path:?}).metadata()\n\
+                 print(json.dumps({{k: v.decode() for k, v in meta.items() if k.startswith('weir')}}))"
+            ),
         );
-        let out = Command::new("python3")
-            .arg("-c")
-            .arg(&script)
-            .output()
-            .expect("run python3");
-        assert!(
-            out.status.success(),
-            "reading {path}'s metadata failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("JSON")
+        serde_json::from_slice(&out).expect("JSON")
     }
 
     /// Requests in its access log whose line contains `needle` (e.g. `comp=block`).

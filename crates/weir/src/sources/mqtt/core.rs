@@ -596,6 +596,11 @@ impl Ledger {
         self.status.connected
     }
 
+    /// Counts `n` acks due that were not sent: their connection was gone.
+    pub fn acks_dropped(&mut self, n: u64) {
+        self.status.acks_dropped += n;
+    }
+
     /// The current connection's number (connections made so far): acks due on one
     /// connection are never sent on another.
     pub fn epoch(&self) -> u64 {

@@ -52,9 +52,12 @@ pub const IN_FLIGHT: InFlight = InFlight {
     units: 4,
     bytes: 4 * UNIT_BYTES,
 };
-/// How often the appender tries again to hand the client acks that did not fit its
-/// channel.
+/// How soon the appender tries again to hand the client acks that did not fit its
+/// channel; doubled up to [`ACK_RETRY_MAX`] while no ack fits (reading is paused and
+/// nothing drains the channel), back to this once one does.
 const ACK_RETRY: Duration = Duration::from_millis(1);
+/// The longest wait between two such tries.
+const ACK_RETRY_MAX: Duration = Duration::from_millis(64);
 /// Bytes of one ack the appender keeps when the client's channel is full (its
 /// connection's number and its token).
 pub const UNSENT_ACK_BYTES: u64 = std::mem::size_of::<(u64, AckToken)>() as u64;
@@ -370,6 +373,7 @@ async fn append_loop(
     // Acks due that the client's channel had no room for, in order, with their
     // connection's number.
     let mut unsent: VecDeque<(u64, AckToken)> = VecDeque::new();
+    let mut ack_retry = ACK_RETRY;
     let mut stopping = false;
     'run: loop {
         while appends.has_room() {
@@ -417,17 +421,22 @@ async fn append_loop(
             },
             () = shared.work.notified(), if !stopping => {}
             () = crate::pipeline::stopped(&mut stop), if !stopping => stopping = true,
-            () = tokio::time::sleep(ACK_RETRY), if !unsent.is_empty() => {}
+            () = tokio::time::sleep(ack_retry), if !unsent.is_empty() => {}
         }
         let (acks, paused) = {
             let mut ledger = shared.ledger();
             let acks = ledger.ready_acks(now_ms());
             let epoch = ledger.epoch();
             unsent.extend(acks.into_iter().map(|t| (epoch, t)));
-            (
-                hand_acks(&acker, &ledger, &mut unsent),
-                ledger.reading_paused(),
-            )
+            let before = unsent.len();
+            let handed = hand_acks(&acker, &ledger, &mut unsent);
+            ledger.acks_dropped(handed.dropped as u64);
+            ack_retry = if unsent.len() < before {
+                ACK_RETRY
+            } else {
+                (ack_retry * 2).min(ACK_RETRY_MAX)
+            };
+            (handed, ledger.reading_paused())
         };
         if paused {
             // The ledger counts the acks as sent already, and the unit that became

@@ -46,6 +46,10 @@ pub struct MqttStatus {
     pub received: u64,
     /// Acks sent (PUBACK or PUBREC).
     pub acked: u64,
+    /// Acks due whose connection was gone before the client took them (counted in
+    /// `acked` too): the broker redelivers those messages, and the ledger recognises
+    /// the redeliveries.
+    pub acks_dropped: u64,
     /// Redeliveries not written again.
     pub duplicates_skipped: u64,
     /// QoS 0 messages received.
