@@ -1,8 +1,10 @@
 //! Configuration: the disk budget and its `on_full` policy, sync mode, cursors.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::faults::IoFaults;
 use crate::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 /// What an append does when the disk budget `max_disk` is reached. There is no default:
@@ -119,6 +121,7 @@ pub struct WalConfig {
     pub(crate) sync: SyncMode,
     pub(crate) recovery: RecoveryScan,
     pub(crate) cursors: Vec<(String, CursorConfig)>,
+    pub(crate) faults: Option<Arc<dyn IoFaults>>,
 }
 
 impl WalConfig {
@@ -152,6 +155,7 @@ impl WalConfig {
             sync: SyncMode::Always,
             recovery: RecoveryScan::Tail,
             cursors: Vec::new(),
+            faults: None,
         }
     }
 
@@ -195,6 +199,7 @@ pub struct WalConfigBuilder {
     sync: SyncMode,
     recovery: RecoveryScan,
     cursors: Vec<(String, CursorConfig)>,
+    faults: Option<Arc<dyn IoFaults>>,
 }
 
 impl WalConfigBuilder {
@@ -243,6 +248,12 @@ impl WalConfigBuilder {
     /// Declares a named cursor. Names are 1 to 64 of `[A-Za-z0-9_.-]`, unique.
     pub fn cursor(mut self, name: impl Into<String>, config: CursorConfig) -> Self {
         self.cursors.push((name.into(), config));
+        self
+    }
+
+    /// Injects I/O failures into the writer (tests; see [`crate::faults`]).
+    pub fn io_faults(mut self, faults: Arc<dyn IoFaults>) -> Self {
+        self.faults = Some(faults);
         self
     }
 
@@ -310,6 +321,7 @@ impl WalConfigBuilder {
             sync: self.sync,
             recovery: self.recovery,
             cursors: self.cursors,
+            faults: self.faults,
         })
     }
 }

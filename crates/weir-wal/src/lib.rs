@@ -27,9 +27,16 @@
 //! - **Rotation.** A segment is sealed at `segment_bytes`: it is fsynced, the next one is
 //!   created with its header fsynced, and the directory is fsynced. Deleting segments
 //!   (retention, eviction) also fsyncs the directory. A batch never spans segments.
-//! - **Poisoning.** A failed write, fsync, create or delete poisons the log: every later
-//!   append fails with [`AppendError::Poisoned`]. Nothing is retried and nothing that
-//!   failed is acknowledged. Restarting recovers every acknowledged record.
+//! - **Poisoning.** A failed fsync, or a write, create or delete that fails for any
+//!   reason other than a lack of space, inodes or file descriptors, poisons the log:
+//!   every later append fails with [`AppendError::Poisoned`], and the batches whose
+//!   fate is unknown are answered [`AppendError::InDoubt`]. Nothing that failed is
+//!   acknowledged. Restarting recovers every acknowledged record.
+//! - **Refusals.** Lacking space, inodes or descriptors (`ENOSPC`, `EDQUOT`, `EMFILE`,
+//!   `ENFILE`) while writing or creating a segment never poisons: a partly written
+//!   batch is cut back, no offset is used, and `on_full` applies (`reject` refuses,
+//!   `block` and `drop_oldest` wait and retry). [`faults`] injects these failures in
+//!   tests.
 //! - **Readers** never see past the durable end (data fsynced), in either sync mode.
 //! - **Recovery** CRC-checks the last segment, truncates a torn or corrupt tail back to
 //!   the last good record and reports what it cut ([`OpenReport`]); a segment whose
@@ -52,6 +59,7 @@ mod chunk_frames;
 mod config;
 mod core;
 mod error;
+pub mod faults;
 pub mod format;
 mod identity;
 mod read_ahead;

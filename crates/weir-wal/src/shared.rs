@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use hdrhistogram::Histogram;
 use tokio::sync::{Notify, oneshot, watch};
@@ -13,6 +13,7 @@ use crate::batch::Batch;
 use crate::config::SyncMode;
 use crate::core::Core;
 use crate::error::AppendError;
+use crate::faults::{IoFaults, IoStep};
 use weir_flow::semaphore::Permit;
 
 /// One append handed to the writer.
@@ -51,10 +52,8 @@ pub(crate) struct Shared {
     pub fsync_us: Mutex<Histogram<u64>>,
     pub appended_records: AtomicU64,
     pub appended_bytes: AtomicU64,
-    /// Tests: the OS error (raw errno) the next segment write fails with, after writing
-    /// half of its first batch.
-    #[cfg(test)]
-    pub inject_write_error: Mutex<Option<i32>>,
+    /// Injected I/O failures ([`crate::faults`]), if configured.
+    pub faults: Option<Arc<dyn IoFaults>>,
 }
 
 /// Locks a mutex, ignoring poisoning (a panic elsewhere must not take the log down).
@@ -86,12 +85,9 @@ impl Shared {
         Some(AppendError::Poisoned { cause })
     }
 
-    /// Tests: takes the injected write error, if any.
-    #[cfg(test)]
-    pub fn take_injected_write_error(&self) -> Option<std::io::Error> {
-        lock(&self.inject_write_error)
-            .take()
-            .map(std::io::Error::from_raw_os_error)
+    /// The failure injected into `step`, if any ([`crate::faults`]).
+    pub fn injected(&self, step: IoStep) -> Option<std::io::Error> {
+        self.faults.as_ref().and_then(|f| f.fail(step))
     }
 
     /// Asks the writer to run retention (after a cursor commit).

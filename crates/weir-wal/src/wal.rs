@@ -120,8 +120,7 @@ impl Wal {
             ),
             appended_records: AtomicU64::new(0),
             appended_bytes: AtomicU64::new(0),
-            #[cfg(test)]
-            inject_write_error: Mutex::new(None),
+            faults: config.faults.clone(),
         });
         let writer = Writer::new(Arc::clone(&shared), opened.active);
         let dir_lock = opened.lock;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::config::SyncMode;
 use crate::core::{FS_RESERVE, INODE_RESERVE, Plan};
 use crate::error::AppendError;
+use crate::faults::IoStep;
 use crate::segment::{create_segment, segment_path, sync_dir};
 use crate::shared::{Job, Shared, lock};
 
@@ -321,8 +322,7 @@ impl Writer {
                 .iter()
                 .map(|(job, _)| IoSlice::new(job.batch.bytes()))
                 .collect();
-            #[cfg(test)]
-            let result = match self.shared.take_injected_write_error() {
+            let result = match self.shared.injected(IoStep::Write) {
                 // A short write, then the error: as a disk filling mid-write does.
                 Some(e) => {
                     let half = slices.first().map_or(0, |s| s.len() / 2);
@@ -331,8 +331,6 @@ impl Writer {
                 }
                 None => write_all_vectored(&mut self.file, &mut slices),
             };
-            #[cfg(not(test))]
-            let result = write_all_vectored(&mut self.file, &mut slices);
             drop(slices);
             if let Err(e) = result {
                 if is_resource_error(&e) {
@@ -454,6 +452,9 @@ impl Writer {
 
     fn fsync(&mut self) -> std::io::Result<()> {
         let started = Instant::now();
+        if let Some(e) = self.shared.injected(IoStep::Fsync) {
+            return Err(e);
+        }
         self.file.sync_data()?;
         let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.shared.fsyncs.fetch_add(1, Ordering::Relaxed);
@@ -471,7 +472,11 @@ impl Writer {
         }
         let first = self.shared.core().written_end();
         let now = crate::now_ms();
-        match create_segment(&self.shared.dir, first, now) {
+        let created = match self.shared.injected(IoStep::CreateSegment) {
+            Some(e) => Err(e),
+            None => create_segment(&self.shared.dir, first, now),
+        };
+        match created {
             Ok(file) => {
                 self.file = file;
                 let mut core = self.shared.core();

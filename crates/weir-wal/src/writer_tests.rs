@@ -2,9 +2,11 @@
 //! the batch reaches the file, then ENOSPC) is cut back and taken off the books: no
 //! offset is used up, nothing torn stays in the file, and the log is not poisoned.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::AppendError;
+use crate::faults::{FaultPlan, IoStep};
 use crate::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
 
 const ENOSPC: i32 = 28;
@@ -27,6 +29,14 @@ fn config(dir: &std::path::Path, on_full: OnFull) -> WalConfig {
         .unwrap()
 }
 
+/// A log whose writes fail as `plan` says.
+fn open_with_plan(dir: &std::path::Path, on_full: OnFull) -> (Wal, Arc<FaultPlan>) {
+    let plan = Arc::new(FaultPlan::new());
+    let mut config = config(dir, on_full);
+    config.faults = Some(plan.clone());
+    (Wal::open(config).unwrap().0, plan)
+}
+
 /// Every record's first byte, in order, after reopening (and what recovery cut).
 async fn reopen_tags(dir: &std::path::Path) -> (Vec<u8>, u64) {
     let (wal, report) = Wal::open(config(dir, OnFull::Block)).unwrap();
@@ -44,9 +54,9 @@ async fn reopen_tags(dir: &std::path::Path) -> (Vec<u8>, u64) {
 #[tokio::test]
 async fn enospc_mid_write_under_reject_refuses_and_uses_no_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let (wal, _) = Wal::open(config(dir.path(), OnFull::Reject)).unwrap();
+    let (wal, plan) = open_with_plan(dir.path(), OnFull::Reject);
     assert_eq!(wal.append(batch(b'a')).await.unwrap(), 0..4);
-    *wal.inner_shared().inject_write_error.lock().unwrap() = Some(ENOSPC);
+    plan.arm(IoStep::Write, ENOSPC);
     let refused = wal.append(batch(b'x')).await;
     let Err(AppendError::NoSpace { batch: back, .. }) = refused else {
         panic!("expected NoSpace, got {refused:?}");
@@ -66,9 +76,9 @@ async fn enospc_mid_write_under_reject_refuses_and_uses_no_offset() {
 #[tokio::test]
 async fn enospc_mid_write_under_block_waits_and_writes_it_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (wal, _) = Wal::open(config(dir.path(), OnFull::Block)).unwrap();
+    let (wal, plan) = open_with_plan(dir.path(), OnFull::Block);
     assert_eq!(wal.append(batch(b'a')).await.unwrap(), 0..4);
-    *wal.inner_shared().inject_write_error.lock().unwrap() = Some(ENOSPC);
+    plan.arm(IoStep::Write, ENOSPC);
     // Written again once the writer looks again (the disk here has room).
     let r = tokio::time::timeout(Duration::from_secs(10), wal.append(batch(b'x')))
         .await
@@ -88,9 +98,9 @@ async fn enospc_mid_write_under_block_waits_and_writes_it_again() {
 #[tokio::test]
 async fn eio_mid_write_still_poisons() {
     let dir = tempfile::tempdir().unwrap();
-    let (wal, _) = Wal::open(config(dir.path(), OnFull::Block)).unwrap();
+    let (wal, plan) = open_with_plan(dir.path(), OnFull::Block);
     wal.append(batch(b'a')).await.unwrap();
-    *wal.inner_shared().inject_write_error.lock().unwrap() = Some(5);
+    plan.arm(IoStep::Write, 5);
     let failed = wal.append(batch(b'x')).await;
     assert!(failed.is_err());
     assert!(wal.is_poisoned());

@@ -202,8 +202,27 @@ fn config(dir: &std::path::Path, policy: OnFull) -> WalConfig {
     b.build().unwrap()
 }
 
-/// Waits until the writer has applied retention the model already applied.
-async fn settle(wal: &Wal, model: &Model) {
+/// One op in a few characters, for failure messages that must fit on one line (CI
+/// logs cut long multi-line dumps): `a22.52` appends two records of 22 and 52 bytes,
+/// `r1x8` reads 8 from cursor 1, `c1` commits cursor 1, `o` reopens.
+fn compact(op: &Op) -> String {
+    match op {
+        Op::Append(sizes) => {
+            let s: Vec<String> = sizes.iter().map(ToString::to_string).collect();
+            format!("a{}", s.join("."))
+        }
+        Op::Read {
+            cursor,
+            max_records,
+        } => format!("r{cursor}x{max_records}"),
+        Op::Commit { cursor } => format!("c{cursor}"),
+        Op::Reopen => "o".to_owned(),
+    }
+}
+
+/// Waits until the writer has applied retention the model already applied; on a
+/// mismatch names the ops done so far (`trace`) and the WAL's counters.
+async fn settle(wal: &Wal, model: &Model, trace: &[String]) {
     for _ in 0..500 {
         let s = wal.stats();
         if s.start == model.start() && s.disk_bytes == model.disk() {
@@ -213,11 +232,28 @@ async fn settle(wal: &Wal, model: &Model) {
     }
     let s = wal.stats();
     panic!(
-        "WAL start {} disk {} != model start {} disk {}",
+        "WAL start {} disk {} != model start {} disk {} (model segments {:?}; WAL: {} \
+         segments, end {}, retention-deleted {}, evicted {}, fs room {:?}, fs-full events {}, \
+         resource refusals {}, quarantined {:?}, cursors {:?}); ops {}",
         s.start,
         s.disk_bytes,
         model.start(),
-        model.disk()
+        model.disk(),
+        model
+            .segments
+            .iter()
+            .map(|g| (g.first, g.count, g.bytes))
+            .collect::<Vec<_>>(),
+        s.segments,
+        s.durable_end,
+        s.retention_deleted_segments,
+        s.evicted_segments,
+        s.fs_room_bytes,
+        s.fs_full_events,
+        s.resource_refusals,
+        s.quarantined_ranges,
+        s.cursors.iter().map(|c| c.committed).collect::<Vec<_>>(),
+        trace.join(" ")
     );
 }
 
@@ -254,7 +290,9 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
     };
     let (mut wal, _) = Wal::open(config(dir.path(), policy)).unwrap();
     let mut readers: Vec<Reader> = CURSORS.iter().map(|n| wal.reader(n).unwrap()).collect();
+    let mut trace = Vec::new();
     for op in ops {
+        trace.push(compact(&op));
         match op {
             Op::Append(sizes) => {
                 let first = model.payloads.len() as u64;
@@ -280,6 +318,7 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
                         other => panic!("model says Full, WAL says {other:?}"),
                     },
                     Outcome::Wait => {
+                        trace.push("(waits".to_owned());
                         let w = wal.clone();
                         let mut pending = tokio::spawn(async move { w.append(batch).await });
                         let early =
@@ -305,11 +344,12 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
                             assert_eq!(reader.position(), model.cursors[c].read);
                             reader.commit(model.cursors[c].read).await.unwrap();
                             model.commit(c);
+                            trace.push(format!("caught-up{c}"));
                             if placed.is_none() {
                                 match model.append(&sizes, payloads.clone()) {
                                     Outcome::Written(at) => placed = Some(at),
                                     Outcome::Wait => {
-                                        settle(&wal, &model).await;
+                                        settle(&wal, &model, &trace).await;
                                         assert!(
                                             !pending.is_finished(),
                                             "the WAL appended while the model waits"
@@ -322,6 +362,7 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
                                 break;
                             }
                         }
+                        trace.push("placed)".to_owned());
                         let at = placed
                             .expect("model: still no room after every required cursor caught up");
                         let got = tokio::time::timeout(Duration::from_secs(5), pending)
@@ -385,7 +426,7 @@ async fn run(policy: OnFull, ops: Vec<Op>) {
                 }
             }
         }
-        settle(&wal, &model).await;
+        settle(&wal, &model, &trace).await;
         let s = wal.stats();
         assert!(s.disk_bytes <= MAX_DISK);
         assert_eq!(s.durable_end, model.end());
