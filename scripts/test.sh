@@ -85,6 +85,11 @@ if [ -z "${CHROME:-}" ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 command -v tmux >/dev/null 2>&1 || apt_install tmux
 
+# WEIR_SOAK=1 adds the soak run (scripts/soak.sh) after the suite; the suite itself runs
+# its short versions.
+soak="${WEIR_SOAK:-}"
+unset WEIR_SOAK
+
 log "build (tests and binaries)"
 cargo nextest run --workspace --no-run
 
@@ -99,3 +104,8 @@ log "loom models (weir-flow)"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
   CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
   cargo test -p weir-flow --release --test loom
+
+if [ "$soak" = 1 ]; then
+  log "soak (WEIR_SOAK=1)"
+  scripts/soak.sh
+fi

@@ -69,7 +69,6 @@ impl ReadAhead {
     /// Starts reading at `next` (within `open`, if it is there).
     pub(crate) fn start(
         shared: Arc<Shared>,
-        index: usize,
         mut next: u64,
         mut open: Option<OpenSegment>,
         limits: ReadLimits,
@@ -79,7 +78,7 @@ impl ReadAhead {
         let (tx, batches) = mpsc::channel(AHEAD_BATCHES);
         let task = tokio::task::spawn_blocking(move || {
             loop {
-                let result = read_blocking(&shared, index, next, &mut open, limits, &pool);
+                let result = read_blocking(&shared, next, &mut open, limits, &pool);
                 let more = match &result {
                     Ok(batch) => {
                         next = batch.next;

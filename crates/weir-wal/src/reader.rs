@@ -259,7 +259,6 @@ impl Reader {
                     started_here = true;
                     self.ahead.insert(ReadAhead::start(
                         Arc::clone(&self.shared),
-                        self.index,
                         self.next,
                         self.open.take(),
                         limits,
@@ -280,8 +279,8 @@ impl Reader {
                 && !read_ahead::still_current(&self.shared, self.next)
             {
                 // Read before this call, and records of it were evicted since: a read
-                // now starts with a gap. Read again (the gap, if the batch had one, is
-                // counted twice).
+                // now starts with a gap. Read again (a gap is counted only when a batch
+                // with it is returned).
                 ahead.batches.close();
                 let open = (&mut ahead.task).await;
                 self.ahead = None;
@@ -293,6 +292,9 @@ impl Reader {
                 // Read before this call: what became durable since may be missing from
                 // it. Read again.
                 continue;
+            }
+            if let Some(gap) = &batch.gap {
+                crate::segment_read::note_gap(&self.shared, self.index, gap.records());
             }
             return Ok(batch);
         }

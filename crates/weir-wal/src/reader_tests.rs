@@ -218,3 +218,53 @@ async fn a_cancelled_read_with_other_limits_is_not_taken() {
     let payloads: Vec<_> = rest.records.iter().map(|r| r.payload.clone()).collect();
     assert_eq!(payloads, [b"b".to_vec(), b"c".to_vec()]);
 }
+
+/// A gap is counted once, when a batch with it is given to the caller: a cancelled read
+/// whose batch (with the gap) is discarded, because the next call asks with other
+/// limits, and read again must not count it twice. (The soak test's overload under
+/// `drop_oldest` found the cursor's `gap_records` at about twice the records really
+/// skipped.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_read_twice_is_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::builder(dir.path())
+        .max_disk(256 << 10)
+        .segment_bytes(64 << 10)
+        .on_full(OnFull::DropOldest)
+        .cursor("sink", CursorConfig::default())
+        .build()
+        .unwrap();
+    let wal = Wal::open(config).unwrap().0;
+    let big = vec![7u8; 30 << 10];
+    for _ in 0..20 {
+        append(&wal, &[&big]).await;
+    }
+    let start = wal.stats().start;
+    assert!(start > 0, "segment 0 was evicted");
+    let mut reader = wal.reader("sink").unwrap();
+    start_and_cancel(&mut reader, ONE);
+    // Let the cancelled read finish on the blocking pool: its batch holds the gap.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while reader.ahead.as_ref().is_none_or(|a| a.batches.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the read did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let other = ReadLimits {
+        max_records: 2,
+        max_bytes: 1 << 20,
+    };
+    let read = reader.read(other).await.unwrap();
+    assert_eq!(
+        read.gap,
+        Some(crate::Gap::Evicted {
+            from: 0,
+            to: start,
+            records: start
+        })
+    );
+    let cursor = &wal.stats().cursors[0];
+    assert_eq!((cursor.gaps, cursor.gap_records), (1, start));
+}

@@ -25,7 +25,6 @@ pub(crate) struct OpenSegment {
 /// One read under the limits, starting at `next`.
 pub(crate) fn read_blocking(
     shared: &Shared,
-    index: usize,
     mut next: u64,
     open: &mut Option<OpenSegment>,
     limits: ReadLimits,
@@ -54,7 +53,6 @@ pub(crate) fn read_blocking(
                         records,
                     },
                 });
-                note_gap(shared, index, records);
                 next = to;
                 *open = None;
                 continue;
@@ -76,13 +74,13 @@ pub(crate) fn read_blocking(
                         break;
                     }
                     let to = resumed.next;
-                    resynced_gap(shared, index, next, to, &mut batch);
+                    resynced_gap(shared, next, to, &mut batch);
                     next = to;
                     *open = Some(resumed);
                     continue;
                 }
                 Err(OpenAtError::Damaged) => {
-                    if corrupt_gap(shared, index, first, &mut next, &mut batch) {
+                    if corrupt_gap(shared, first, &mut next, &mut batch) {
                         *open = None;
                         continue;
                     }
@@ -128,7 +126,7 @@ pub(crate) fn read_blocking(
                     match resync(shared, first, damaged, at, pool) {
                         Ok(Some(resumed)) => {
                             let to = resumed.next;
-                            resynced_gap(shared, index, damaged, to, &mut batch);
+                            resynced_gap(shared, damaged, to, &mut batch);
                             next = to;
                             *open = Some(resumed);
                             continue 'outer;
@@ -141,7 +139,7 @@ pub(crate) fn read_blocking(
                             });
                         }
                     }
-                    if corrupt_gap(shared, index, first, &mut next, &mut batch) {
+                    if corrupt_gap(shared, first, &mut next, &mut batch) {
                         continue 'outer;
                     }
                     break 'outer;
@@ -155,13 +153,7 @@ pub(crate) fn read_blocking(
 
 /// Damage at `next` in the segment starting at `first`: if the segment is sealed and no
 /// records are in hand, skip to its end as a [`Gap::Corrupt`]. False: stop reading here.
-fn corrupt_gap(
-    shared: &Shared,
-    index: usize,
-    first: u64,
-    next: &mut u64,
-    batch: &mut ReadBatch,
-) -> bool {
+fn corrupt_gap(shared: &Shared, first: u64, next: &mut u64, batch: &mut ReadBatch) -> bool {
     if !batch.records.is_empty() || batch.gap.is_some() {
         return false;
     }
@@ -187,12 +179,13 @@ fn corrupt_gap(
         records,
     });
     shared.core().note_damage(*next, to);
-    note_gap(shared, index, records);
     *next = to;
     true
 }
 
-fn note_gap(shared: &Shared, index: usize, records: u64) {
+/// Counts a gap in the cursor's figures: once per gap the caller is given (a batch
+/// read ahead and then discarded, and read again, must not count its gap twice).
+pub(crate) fn note_gap(shared: &Shared, index: usize, records: u64) {
     let mut core = shared.core();
     let c = &mut core.cursors[index];
     c.gaps += 1;
@@ -330,11 +323,10 @@ fn find_resync(rest: &[u8], max_records: u64, lo: u64, hi: u64) -> Option<(usize
 }
 
 /// Counts a damaged range `[from, to)` the reader stepped over.
-fn resynced_gap(shared: &Shared, index: usize, from: u64, to: u64, batch: &mut ReadBatch) {
+fn resynced_gap(shared: &Shared, from: u64, to: u64, batch: &mut ReadBatch) {
     let records = to - from;
     batch.gap = Some(Gap::Corrupt { from, to, records });
     shared.core().note_damage(from, to);
-    note_gap(shared, index, records);
 }
 
 /// Opens the segment starting at `first`, positioned at record `next`.

@@ -26,10 +26,14 @@ pub struct SourceStats {
     pub bytes: AtomicU64,
     /// Batches made durable.
     pub batches: AtomicU64,
-    /// Batches refused (WAL full under `reject`, admission timeout, shutdown).
+    /// Batches refused (WAL full under `reject`, not admitting at shutdown or with too
+    /// many waiting).
     pub refused_batches: AtomicU64,
     /// Records in refused batches.
     pub refused_records: AtomicU64,
+    /// Records of batches that waited their whole deadline for WAL admission and were
+    /// refused then (HTTP's `admission_timeout`): never written.
+    pub expired_records: AtomicU64,
     /// Requests refused before admission (HTTP: 401, 413, 400, concurrency).
     pub refused_requests: AtomicU64,
     /// Records written and then not made durable (the WAL failed between the write
@@ -67,6 +71,7 @@ impl SourceStats {
             batches: AtomicU64::new(0),
             refused_batches: AtomicU64::new(0),
             refused_records: AtomicU64::new(0),
+            expired_records: AtomicU64::new(0),
             refused_requests: AtomicU64::new(0),
             in_doubt_records: AtomicU64::new(0),
             waiters: AtomicU64::new(0),

@@ -71,6 +71,7 @@ impl Registry {
                         "batches": get(&s.batches),
                         "refused_batches": get(&s.refused_batches),
                         "refused_records": get(&s.refused_records),
+                        "expired_records": get(&s.expired_records),
                         "refused_requests": get(&s.refused_requests),
                         "in_doubt_records": get(&s.in_doubt_records),
                         "waiting_ms": s.waiting_ms(),
@@ -156,7 +157,7 @@ impl Registry {
     fn register_metrics(&self, telemetry: &Telemetry) {
         type SourceField = fn(&SourceStats) -> &std::sync::atomic::AtomicU64;
         let rejected = "Records a source could not make durable (WAL full under reject, admission timeout), by reason.";
-        let per_source: [(&str, &str, Option<&str>, SourceField); 5] = [
+        let per_source: [(&str, &str, Option<&str>, SourceField); 6] = [
             (
                 "weir_source_records_total",
                 "Records a source made durable in the WAL.",
@@ -174,6 +175,12 @@ impl Registry {
                 rejected,
                 Some("wal_refused"),
                 |s| &s.refused_records,
+            ),
+            (
+                "weir_source_rejected_total",
+                rejected,
+                Some("admission_expired"),
+                |s| &s.expired_records,
             ),
             (
                 "weir_source_rejected_total",

@@ -233,7 +233,17 @@ async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
     {
         Ok(a) => a,
         Err(e @ AdmitError::TooLarge { .. }) => return error(StatusCode::PAYLOAD_TOO_LARGE, e),
-        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => {
+            let stats = shared.ingest.stats();
+            let records = payloads.len() as u64;
+            if matches!(e, AdmitError::Timeout(_)) {
+                add(&stats.expired_records, records);
+            } else {
+                add(&stats.refused_records, records);
+                add(&stats.refused_batches, 1);
+            }
+            return error(StatusCode::SERVICE_UNAVAILABLE, e);
+        }
     };
     match admission.append(batch).await {
         Ok(offsets) => answer(
