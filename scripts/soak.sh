@@ -67,9 +67,12 @@ done
 # stable toolchain, RUSTC_BOOTSTRAP=1 lets cargo-fuzz pass them.
 echo "== fuzz targets, ${fuzz_secs} s each" >&2
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+fuzz_target="${CARGO_TARGET_DIR:-target}/fuzz"
+mkdir -p "$fuzz_target"
+fuzz_target="$(cd "$fuzz_target" && pwd)"
 for target in $(cd crates/weir-wal/fuzz && sed -n 's/^name = "\(.*\)"/\1/p' Cargo.toml | grep -v '^weir-wal-fuzz$'); do
   if (cd crates/weir-wal && RUSTC_BOOTSTRAP=1 timed "fuzz $target" "$out/fuzz-$target.log" \
-    cargo fuzz run "$target" -- -max_total_time="$fuzz_secs" -rss_limit_mb=2048); then
+    cargo fuzz run --target-dir "$fuzz_target" "$target" -- -max_total_time="$fuzz_secs" -rss_limit_mb=2048); then
     row "fuzz $target" pass "$(grep -o '#[0-9]*.*DONE.*' "$out/fuzz-$target.log" | tail -1 || echo "${fuzz_secs} s")"
   else
     row "fuzz $target" FAIL "see log"
