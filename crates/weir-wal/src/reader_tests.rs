@@ -20,6 +20,18 @@ fn open(dir: &std::path::Path) -> Wal {
     Wal::open(config).unwrap().0
 }
 
+/// A small `drop_oldest` log: a few 30 KiB appends evict its first segments.
+fn open_evicting(dir: &std::path::Path) -> Wal {
+    let config = WalConfig::builder(dir)
+        .max_disk(256 << 10)
+        .segment_bytes(64 << 10)
+        .on_full(OnFull::DropOldest)
+        .cursor("sink", CursorConfig::default())
+        .build()
+        .unwrap();
+    Wal::open(config).unwrap().0
+}
+
 async fn append(wal: &Wal, payloads: &[&[u8]]) {
     let mut batch = Batch::new();
     for p in payloads {
@@ -117,14 +129,7 @@ async fn the_next_batch_is_read_ahead_while_more_is_durable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_read_ahead_then_evicted_is_read_again_as_a_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path())
-        .max_disk(256 << 10)
-        .segment_bytes(64 << 10)
-        .on_full(OnFull::DropOldest)
-        .cursor("sink", CursorConfig::default())
-        .build()
-        .unwrap();
-    let wal = Wal::open(config).unwrap().0;
+    let wal = open_evicting(dir.path());
     append(&wal, &[b"a", b"b", b"c"]).await;
     let mut reader = wal.reader("sink").unwrap();
     assert_eq!(
@@ -227,14 +232,7 @@ async fn a_cancelled_read_with_other_limits_is_not_taken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gap_read_twice_is_counted_once() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path())
-        .max_disk(256 << 10)
-        .segment_bytes(64 << 10)
-        .on_full(OnFull::DropOldest)
-        .cursor("sink", CursorConfig::default())
-        .build()
-        .unwrap();
-    let wal = Wal::open(config).unwrap().0;
+    let wal = open_evicting(dir.path());
     let big = vec![7u8; 30 << 10];
     for _ in 0..20 {
         append(&wal, &[&big]).await;
