@@ -25,7 +25,9 @@ fn broker() -> Option<Tansu> {
     match tansu_bin() {
         Some(bin) => Some(Tansu::start(bin)),
         None => {
-            eprintln!("skipped: WEIR_TANSU is not set: run through scripts/test.sh, which installs tansu");
+            eprintln!(
+                "skipped: WEIR_TANSU is not set: run through scripts/test.sh, which installs tansu"
+            );
             None
         }
     }
@@ -144,7 +146,10 @@ fn check_all(lines: &[(i64, u64)], partitions: i64, per_partition: u64, in_order
     }
     for p in 0..partitions {
         for n in 0..per_partition {
-            assert!(seen.contains_key(&(p, n)), "partition {p} record {n} is missing");
+            assert!(
+                seen.contains_key(&(p, n)),
+                "partition {p} record {n} is missing"
+            );
         }
     }
     lines.len() - seen.len()
@@ -161,7 +166,10 @@ fn wait_lines(outs: &[PathBuf], want: usize, timeout: Duration, daemons: &[&Daem
         }
         if Instant::now() >= deadline {
             let logs: Vec<String> = daemons.iter().map(|d| d.stderr()).collect();
-            let statuses: Vec<String> = daemons.iter().map(|d| format!("{:#}", kafka(&d.status()))).collect();
+            let statuses: Vec<String> = daemons
+                .iter()
+                .map(|d| format!("{:#}", kafka(&d.status())))
+                .collect();
             panic!(
                 "only {} of {want} records arrived\n{}\n{}",
                 uniq.len(),
@@ -180,7 +188,10 @@ fn round_trip_100k_records_across_4_partitions_in_order() {
     kafka_broker.produce(TOPIC, 4, 25_000, 0);
     let root = tempfile::tempdir().unwrap();
     let w = Weir::new(root.path(), "a");
-    let d = w.start(&w.config(&kafka_broker.brokers(), "256 MiB", "", None));
+    let debug = std::env::var("WEIR_KAFKA_DEBUG")
+        .map(|d| format!("[sources.kf.properties]\ndebug = \"{d}\"\n"))
+        .unwrap_or_default();
+    let d = w.start(&w.config(&kafka_broker.brokers(), "256 MiB", &debug, None));
     wait_lines(&[w.out()], 100_000, Duration::from_secs(240), &[&d]);
     let status = d.wait_for("commits of every partition", Duration::from_secs(30), |s| {
         kafka(s)["partitions"]
@@ -191,11 +202,20 @@ fn round_trip_100k_records_across_4_partitions_in_order() {
     assert_eq!(field(&status, "held_bytes"), 0, "{status:#}");
     d.stop();
     let lines = lines_of(&[w.out()]);
-    assert_eq!(check_all(&lines, 4, 25_000, true), 0, "duplicates without a crash");
+    assert_eq!(
+        check_all(&lines, 4, 25_000, true),
+        0,
+        "duplicates without a crash"
+    );
     // The record's shape: key, attributes, header.
     let first = &ndjson_lines(&w.out())[0];
     let text = first.to_string();
-    for needle in ["kafka.topic", "kafka.partition", "kafka.offset", "kafka.header.h"] {
+    for needle in [
+        "kafka.topic",
+        "kafka.partition",
+        "kafka.offset",
+        "kafka.header.h",
+    ] {
         assert!(text.contains(needle), "{needle} missing in {text}");
     }
 }
@@ -223,13 +243,20 @@ fn a_stalled_sink_pauses_the_partitions_without_a_rebalance() {
     while Instant::now() < until {
         let s = d.status();
         max_held = max_held.max(field(&s, "held_bytes"));
-        assert_eq!(field(&s, "rebalances"), rebalances, "a rebalance while paused: {s:#}");
+        assert_eq!(
+            field(&s, "rebalances"),
+            rebalances,
+            "a rebalance while paused: {s:#}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let s = d.status();
     assert!(kafka(&s)["paused"] == true, "{s:#}");
     assert!(max_held <= bound, "held {max_held} > {bound}");
-    assert!(max_held >= 1 << 20, "never reached the high mark: {max_held}");
+    assert!(
+        max_held >= 1 << 20,
+        "never reached the high mark: {max_held}"
+    );
     // Release: the same weir without the gate.
     d.stop();
     let d = w.start(&w.config(&kafka_broker.brokers(), "64 MiB", source, None));
@@ -269,7 +296,11 @@ fn two_instances_share_the_group_and_a_killed_ones_partitions_move() {
     let source = "[sources.kf.properties]\n\"session.timeout.ms\" = 3000\n\"heartbeat.interval.ms\" = 500\n\"max.poll.interval.ms\" = 3000\n";
     let da = a.start(&a.config(&kafka_broker.brokers(), "2 MiB", source, Some(200)));
     let db = b.start(&b.config(&kafka_broker.brokers(), "2 MiB", source, Some(200)));
-    let assigned = |d: &Daemon| kafka(&d.status())["partitions"].as_array().map_or(0, Vec::len);
+    let assigned = |d: &Daemon| {
+        kafka(&d.status())["partitions"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     while !(assigned(&da) == 2 && assigned(&db) == 2) {
         assert!(
@@ -287,7 +318,12 @@ fn two_instances_share_the_group_and_a_killed_ones_partitions_move() {
     });
     db.stop();
     let db = b.start(&b.config(&kafka_broker.brokers(), "64 MiB", source, None));
-    wait_lines(&[a.out(), b.out()], 20_000, Duration::from_secs(180), &[&db]);
+    wait_lines(
+        &[a.out(), b.out()],
+        20_000,
+        Duration::from_secs(180),
+        &[&db],
+    );
     db.stop();
     check_all(&lines_of(&[a.out(), b.out()]), 4, 5_000, false);
 }

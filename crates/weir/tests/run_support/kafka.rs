@@ -39,7 +39,13 @@ impl Tansu {
         let log_path = dir.path().join("tansu.log");
         let log = std::fs::File::create(&log_path).expect("log file");
         let child = Command::new(&bin)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
             .args(["--storage-engine", "memory://tansu/"])
             .current_dir(dir.path())
             .stdin(Stdio::null())
@@ -56,7 +62,11 @@ impl Tansu {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "tansu did not listen:\n{}", t.log());
+            assert!(
+                Instant::now() < deadline,
+                "tansu did not listen:\n{}",
+                t.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         t
@@ -75,7 +85,13 @@ impl Tansu {
     /// `tansu topic create NAME --partitions N`.
     pub fn create_topic(&self, name: &str, partitions: u32) {
         let out = Command::new(&self.bin)
-            .args(["topic", "create", name, "--partitions", &partitions.to_string()])
+            .args([
+                "topic",
+                "create",
+                name,
+                "--partitions",
+                &partitions.to_string(),
+            ])
             .args(["--broker", &format!("tcp://{}", self.addr)])
             .output()
             .expect("tansu topic create");
@@ -104,10 +120,11 @@ impl Tansu {
                 while payload.len() < pad {
                     payload.push(' ');
                 }
-                let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-                    key: "h",
-                    value: Some(n.to_string().as_bytes()),
-                });
+                let headers =
+                    rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+                        key: "h",
+                        value: Some(n.to_string().as_bytes()),
+                    });
                 let mut record = BaseRecord::to(topic)
                     .partition(p)
                     .key(key.as_str())

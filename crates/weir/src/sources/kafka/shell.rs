@@ -40,11 +40,11 @@ const POLL_TICK: Duration = Duration::from_millis(50);
 /// How often durable offsets are committed, at most.
 const COMMIT_EVERY: Duration = Duration::from_millis(200);
 /// How often the partitions' high watermarks are read for the lag.
-const LAG_EVERY: Duration = Duration::from_secs(2);
+const LAG_EVERY: Duration = Duration::from_secs(5);
 /// How long broker queries (committed offsets, watermarks, the last commit) wait.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long reading one partition's high watermark waits.
-const LAG_TIMEOUT: Duration = Duration::from_millis(500);
+const LAG_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long, at shutdown, units may wait for admission.
 const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 
@@ -130,7 +130,12 @@ fn client_config(config: &KafkaConfig, name: &str) -> Result<ClientConfig, Strin
         std::fs::metadata(ca).map_err(|e| format!("ca_file: cannot read {}: {e}", ca.display()))?;
         c.set("ssl.ca.location", ca.display().to_string());
     }
-    c.set_log_level(RDKafkaLogLevel::Warning);
+    // librdkafka's `debug` contexts (passed through) are logged at INFO.
+    c.set_log_level(if config.properties.contains_key("debug") {
+        RDKafkaLogLevel::Debug
+    } else {
+        RDKafkaLogLevel::Warning
+    });
     Ok(c)
 }
 
@@ -265,7 +270,7 @@ impl ClientContext for Context {
             RDKafkaLogLevel::Warning => {
                 tracing::warn!(source = %self.name, "kafka: librdkafka {fac}: {message}");
             }
-            _ => tracing::debug!(source = %self.name, "kafka: librdkafka {fac}: {message}"),
+            _ => tracing::info!(source = %self.name, "kafka: librdkafka {fac}: {message}"),
         }
     }
 
@@ -438,6 +443,8 @@ async fn poll_loop(
     let mut wire = Vec::new();
     let mut last_commit = Instant::now();
     let mut last_lag = Instant::now();
+    let mut committing: Option<tokio::task::JoinHandle<CommitOutcome>> = None;
+    let mut lag: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         // Hands what is ready to the appender without waiting for it.
         let idle = tx.capacity() > 0;
@@ -470,19 +477,38 @@ async fn poll_loop(
                 Err(mpsc::error::TrySendError::Closed(_)) => return,
             }
         }
-        if last_commit.elapsed() >= COMMIT_EVERY {
+        // Commits run one at a time on a blocking thread (synchronous, so the answer
+        // is known here), while the poll loop goes on.
+        if committing
+            .as_ref()
+            .is_some_and(tokio::task::JoinHandle::is_finished)
+            && let Some(handle) = committing.take()
+        {
+            apply_commit(shared, handle.await);
+        }
+        if committing.is_none() && last_commit.elapsed() >= COMMIT_EVERY {
             last_commit = Instant::now();
             let due = shared.core().commits_due();
-            if !due.is_empty()
-                && let Err(e) = consumer.commit(&offsets_list(&due), CommitMode::Async)
-            {
-                shared.core().commit_failed(format!("commit failed: {e}"));
+            if !due.is_empty() {
+                let c = Arc::clone(consumer);
+                committing = Some(tokio::task::spawn_blocking(move || {
+                    let result = c.commit(&offsets_list(&due), CommitMode::Sync);
+                    (due, result)
+                }));
             }
         }
         read_committed(consumer, shared).await;
-        if last_lag.elapsed() >= LAG_EVERY {
+        // The lag is read in the background: the poll loop never waits for it.
+        if last_lag.elapsed() >= LAG_EVERY
+            && lag
+                .as_ref()
+                .is_none_or(tokio::task::JoinHandle::is_finished)
+        {
             last_lag = Instant::now();
-            read_lag(consumer, shared).await;
+            lag = Some(tokio::spawn(read_lag(
+                Arc::clone(consumer),
+                Arc::clone(shared),
+            )));
         }
         watermarks(name, consumer, shared);
         // Polls: one record (or the tick), then whatever is already there.
@@ -520,6 +546,9 @@ async fn poll_loop(
             }
         }
     }
+    if let Some(handle) = committing.take() {
+        apply_commit(shared, handle.await);
+    }
     // At shutdown: hand over everything fetched (the appender is still taking).
     if !current.tag.is_empty() {
         if !batch.is_empty() {
@@ -531,6 +560,23 @@ async fn poll_loop(
         if tx.send(unit).await.is_err() {
             break;
         }
+    }
+}
+
+/// The offsets of one commit and its answer.
+type CommitOutcome = (Vec<(Partition, i64)>, rdkafka::error::KafkaResult<()>);
+
+/// Applies a commit's answer to the core.
+fn apply_commit(shared: &Shared, outcome: Result<CommitOutcome, tokio::task::JoinError>) {
+    let mut core = shared.core();
+    match outcome {
+        Ok((offsets, Ok(()))) => {
+            for (p, o) in offsets {
+                core.committed(&p, o);
+            }
+        }
+        Ok((_, Err(e))) => core.commit_failed(format!("commit failed: {e}")),
+        Err(e) => core.commit_failed(format!("commit failed: {e}")),
     }
 }
 
@@ -680,9 +726,9 @@ async fn read_committed(consumer: &Arc<StreamConsumer<Context>>, shared: &Shared
 }
 
 /// Reads the assigned partitions' high watermarks from the brokers (for the lag).
-async fn read_lag(consumer: &Arc<StreamConsumer<Context>>, shared: &Arc<Shared>) {
+async fn read_lag(consumer: Arc<StreamConsumer<Context>>, shared: Arc<Shared>) {
     let assignment = shared.core().assignment();
-    let c = Arc::clone(consumer);
+    let c = consumer;
     let read = tokio::task::spawn_blocking(move || {
         assignment
             .into_iter()
