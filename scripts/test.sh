@@ -77,6 +77,14 @@ if [ ! -x "$nats_venv/bin/nats-server" ]; then
 fi
 export WEIR_NATS_SERVER_NEW="$nats_venv/bin/nats-server"
 
+# A Kafka-protocol broker for the kafka source's tests (tansu, built once into the tools
+# cache: about 13 minutes cold on one core); each test starts its own on a free loopback
+# port with in-memory storage. librdkafka (rdkafka-sys) builds from source with
+# configure/make and links the system OpenSSL for TLS.
+dpkg -s libssl-dev pkg-config make >/dev/null 2>&1 || apt_install libssl-dev pkg-config make
+WEIR_TANSU="$(scripts/install-tansu.sh)"
+export WEIR_TANSU
+
 # The dashboard's browser test runs Debian's headless Chromium (CHROME names another
 # binary, e.g. on Ubuntu where apt's chromium is a snap wrapper); `weir top`'s test
 # reads its screen from a private tmux server.

@@ -14,11 +14,13 @@
 //! | [`http`] | answers 503 + `Retry-After` when admission fails within `admission_timeout` |
 //! | [`mqtt`] | withholds QoS 1/2 acks (the broker stops at its window); QoS 0 drops the newest, counted |
 //! | [`nats`] | fetches only against credits freed by durability; acks once durable, progress-acks what waits |
+//! | [`kafka`] | pauses its partitions above a byte watermark and keeps polling; commits only durable offsets |
 
 mod component;
 pub mod file;
 pub mod generator;
 pub mod http;
+pub mod kafka;
 pub mod mqtt;
 pub mod nats;
 
@@ -122,6 +124,7 @@ registry! {
     Http => http::HttpSourceConfig,
     Mqtt => mqtt::MqttConfig,
     Nats => nats::NatsConfig,
+    Kafka => kafka::KafkaConfig,
 }
 
 /// Reads the keys of a source type that is not built yet; whether they were valid.
