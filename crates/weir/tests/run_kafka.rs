@@ -286,7 +286,7 @@ fn kill_9_then_restart_loses_nothing() {
 }
 
 #[test]
-#[ignore = "fails today: after the stopped instance's partitions move, ~800 of 20000 records never arrive (under investigation, see the kafka branch's report); run with --run-ignored"]
+#[ignore = "known bug, issue 14 open: after the stopped instance's partitions move, ~800 of 20000 records never arrive (cause not found: weir's revoke handling or tansu); README: do not run several instances in one group yet; run with --run-ignored"]
 fn two_instances_share_the_group_and_a_stopped_ones_partitions_move() {
     let Some(kafka_broker) = broker() else { return };
     kafka_broker.create_topic(TOPIC, 4);
