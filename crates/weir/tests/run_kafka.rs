@@ -10,12 +10,12 @@
 mod run_support;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use run_support::instance::Instance;
 use run_support::kafka::{Tansu, tansu_bin};
-use run_support::{Daemon, free_addr, ndjson_lines, write_config};
+use run_support::{Daemon, ndjson_lines};
 use serde_json::Value;
 
 const SOURCE: &str = "kf";
@@ -33,73 +33,26 @@ fn broker() -> Option<Tansu> {
     }
 }
 
-struct Weir {
-    dir: PathBuf,
-    status: SocketAddr,
-}
+struct Weir(Instance);
 
 impl Weir {
     fn new(root: &Path, name: &str) -> Weir {
-        let dir = root.join(name);
-        std::fs::create_dir_all(&dir).expect("weir dir");
-        Weir {
-            dir,
-            status: free_addr(),
-        }
+        Weir(Instance::new(root, name))
     }
 
     fn out(&self) -> PathBuf {
-        self.dir.join("out")
+        self.0.out()
     }
 
     fn config(&self, brokers: &str, max_disk: &str, source: &str, gate: Option<u64>) -> PathBuf {
-        let gate = gate
-            .map(|r| {
-                format!(
-                    "[sinks.gate]\ntype = \"blackhole\"\ninputs = [\"{SOURCE}\"]\nread_batch_records = 10\nrate = {r}\n"
-                )
-            })
-            .unwrap_or_default();
-        let text = format!(
-            r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-shutdown_timeout = "2s"
-
-[wal]
-max_disk = "{max_disk}"
-segment_bytes = "256 KiB"
-max_pending_bytes = "1 MiB"
-on_full = "block"
-
-[quarantine]
-dir = "{quarantine}"
-
-[sources.{SOURCE}]
-type = "kafka"
-brokers = "{brokers}"
-topics = ["{TOPIC}"]
-group_id = "weir"
-{source}
-
-[sinks.out]
-type = "file"
-inputs = ["{SOURCE}"]
-path = "{out}"
-
-{gate}
-"#,
-            data = self.dir.join("data").display(),
-            status = self.status,
-            quarantine = self.dir.join("quarantine").display(),
-            out = self.out().display(),
+        let keys = format!(
+            "type = \"kafka\"\nbrokers = \"{brokers}\"\ntopics = [\"{TOPIC}\"]\ngroup_id = \"weir\"\n{source}"
         );
-        write_config(&self.dir, &text)
+        self.0.config(SOURCE, &keys, max_disk, gate)
     }
 
     fn start(&self, config: &Path) -> Daemon {
-        Daemon::start(&self.dir, config, self.status, &[])
+        self.0.start(config)
     }
 }
 

@@ -10,11 +10,11 @@
 mod run_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use run_support::instance::Instance;
 use run_support::nats::{Js, NatsServer, nats_bin, nats_new_bin};
 use run_support::{Daemon, free_addr, ndjson_lines, post, run_to_exit, write_config};
 use serde_json::Value;
@@ -23,75 +23,28 @@ use serde_json::Value;
 const SOURCE: &str = "js";
 
 /// One weir: its directory, status address.
-struct Weir {
-    dir: PathBuf,
-    status: SocketAddr,
-}
+struct Weir(Instance);
 
 impl Weir {
     fn new(root: &Path, name: &str) -> Weir {
-        let dir = root.join(name);
-        std::fs::create_dir_all(&dir).expect("weir dir");
-        Weir {
-            dir,
-            status: free_addr(),
-        }
+        Weir(Instance::new(root, name))
     }
 
     fn out(&self) -> PathBuf {
-        self.dir.join("out")
+        self.0.out()
     }
 
     /// The config: `[wal]` with `max_disk`, the nats source with `source` keys, a file
     /// sink `out`, and a required blackhole `gate` at `gate` records/s when given.
     fn config(&self, urls: &[String], max_disk: &str, source: &str, gate: Option<u64>) -> PathBuf {
-        let gate = gate
-            .map(|r| {
-                format!(
-                    "[sinks.gate]\ntype = \"blackhole\"\ninputs = [\"{SOURCE}\"]\nread_batch_records = 10\nrate = {r}\n"
-                )
-            })
-            .unwrap_or_default();
-        let text = format!(
-            r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-shutdown_timeout = "2s"
-
-[wal]
-max_disk = "{max_disk}"
-segment_bytes = "256 KiB"
-max_pending_bytes = "1 MiB"
-on_full = "block"
-
-[quarantine]
-dir = "{quarantine}"
-
-[sources.{SOURCE}]
-type = "nats"
-url = {urls:?}
-stream = "S"
-consumer = "weir"
-{source}
-
-[sinks.out]
-type = "file"
-inputs = ["{SOURCE}"]
-path = "{out}"
-
-{gate}
-"#,
-            data = self.dir.join("data").display(),
-            status = self.status,
-            quarantine = self.dir.join("quarantine").display(),
-            out = self.out().display(),
+        let keys = format!(
+            "type = \"nats\"\nurl = {urls:?}\nstream = \"S\"\nconsumer = \"weir\"\n{source}"
         );
-        write_config(&self.dir, &text)
+        self.0.config(SOURCE, &keys, max_disk, gate)
     }
 
     fn start(&self, config: &Path) -> Daemon {
-        Daemon::start(&self.dir, config, self.status, &[])
+        self.0.start(config)
     }
 }
 

@@ -315,6 +315,29 @@ fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len()][b.len()]
 }
 
+/// Tests: parses `text` as the section `path` with `parse` (a component's key parser,
+/// given the section and its name, the last part of `path`); returns what it built and
+/// every error, as strings.
+#[cfg(test)]
+pub(crate) fn parse_section<T>(
+    path: &str,
+    text: &str,
+    parse: impl FnOnce(&mut Section<'_>, &str) -> Option<T>,
+) -> (Option<T>, Vec<String>) {
+    let table: toml::Table = toml::from_str(text).expect("test TOML");
+    let diag = Diagnostics::default();
+    let mut s = Section::new(path.into(), &table, &diag);
+    let name = path.rsplit('.').next().unwrap_or(path);
+    let config = parse(&mut s, name);
+    s.finish();
+    let errors = diag
+        .into_errors()
+        .into_iter()
+        .map(|e| e.to_string())
+        .collect();
+    (config, errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

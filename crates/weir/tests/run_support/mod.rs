@@ -6,6 +6,7 @@
 pub mod azurite;
 pub mod http_sink;
 pub mod http_target;
+pub mod instance;
 pub mod kafka;
 pub mod lake;
 pub mod mosquitto;

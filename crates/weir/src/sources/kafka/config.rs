@@ -344,20 +344,9 @@ impl SourceKeys for KafkaConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Diagnostics;
 
     fn parse(text: &str) -> (Option<KafkaConfig>, Vec<String>) {
-        let table: toml::Table = toml::from_str(text).unwrap();
-        let diag = Diagnostics::default();
-        let mut s = Section::new("sources.k".into(), &table, &diag);
-        let config = KafkaConfig::parse(&mut s, "k");
-        s.finish();
-        let errors = diag
-            .into_errors()
-            .into_iter()
-            .map(|e| e.to_string())
-            .collect();
-        (config, errors)
+        crate::keys::walk::parse_section("sources.k", text, KafkaConfig::parse)
     }
 
     #[test]

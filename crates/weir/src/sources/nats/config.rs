@@ -233,20 +233,9 @@ impl SourceKeys for NatsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Diagnostics;
 
     fn parse(text: &str) -> (Option<NatsConfig>, Vec<String>) {
-        let table: toml::Table = toml::from_str(text).unwrap();
-        let diag = Diagnostics::default();
-        let mut s = Section::new("sources.n".into(), &table, &diag);
-        let config = NatsConfig::parse(&mut s, "n");
-        s.finish();
-        let errors = diag
-            .into_errors()
-            .into_iter()
-            .map(|e| e.to_string())
-            .collect();
-        (config, errors)
+        crate::keys::walk::parse_section("sources.n", text, NatsConfig::parse)
     }
 
     #[test]
