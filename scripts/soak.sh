@@ -16,6 +16,7 @@ fuzz_secs="${WEIR_FUZZ_SECS:-120}"
 out="${CARGO_TARGET_DIR:-target}/soak-logs"
 rm -rf "$out"
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
 rows=()
 row() { rows+=("$(printf '| %s | %s | %s |' "$1" "$2" "$3")"); }
 timed() { # name, log file, command...
@@ -70,15 +71,25 @@ command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 fuzz_target="${CARGO_TARGET_DIR:-target}/fuzz"
 mkdir -p "$fuzz_target"
 fuzz_target="$(cd "$fuzz_target" && pwd)"
-for target in $(cd crates/weir-wal/fuzz && sed -n 's/^name = "\(.*\)"/\1/p' Cargo.toml | grep -v '^weir-wal-fuzz$'); do
-  if (cd crates/weir-wal && RUSTC_BOOTSTRAP=1 timed "fuzz $target" "$out/fuzz-$target.log" \
-    cargo fuzz run --target-dir "$fuzz_target" "$target" -- -max_total_time="$fuzz_secs" -rss_limit_mb=2048); then
-    row "fuzz $target" pass "$(grep -o '#[0-9]*.*DONE.*' "$out/fuzz-$target.log" | tail -1 || echo "${fuzz_secs} s")"
-  else
-    row "fuzz $target" FAIL "see log"
-    failed=1
-    tail -50 "$out/fuzz-$target.log" >&2
-  fi
+# weir-wal's (the segment reader) and weir's (the configuration, the NDJSON paths);
+# each starts from its seeds (fuzz/seeds/TARGET, when present) in a corpus of its own
+# under the logs, so the clone stays clean.
+for crate in weir-wal weir; do
+  for target in $(sed -n 's/^name = "\(.*\)"/\1/p' "crates/$crate/fuzz/Cargo.toml" | grep -v -- '-fuzz$'); do
+    corpus="$out/corpus-$target"
+    mkdir -p "$corpus"
+    if [ -d "crates/$crate/fuzz/seeds/$target" ]; then
+      cp "crates/$crate/fuzz/seeds/$target"/* "$corpus"/
+    fi
+    if (cd "crates/$crate" && RUSTC_BOOTSTRAP=1 timed "fuzz $target" "$out/fuzz-$target.log" \
+      cargo fuzz run --target-dir "$fuzz_target" "$target" "$corpus" -- -max_total_time="$fuzz_secs" -rss_limit_mb=2048); then
+      row "fuzz $target" pass "$(grep -o '#[0-9]*.*DONE.*' "$out/fuzz-$target.log" | tail -1 || echo "${fuzz_secs} s")"
+    else
+      row "fuzz $target" FAIL "see log"
+      failed=1
+      tail -50 "$out/fuzz-$target.log" >&2
+    fi
+  done
 done
 
 echo

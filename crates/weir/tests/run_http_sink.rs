@@ -154,8 +154,7 @@ fn retry_after_holds_back_every_new_request() {
         http(s)["requests_ok"].as_u64().unwrap_or(0) > 20
     });
     *b.retry_after.lock().unwrap() = Some("2".to_owned());
-    b.force_once.store(true, Ordering::SeqCst);
-    b.force_status.store(503, Ordering::SeqCst);
+    b.force_next.store(503, Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(300));
     let st = daemon.status();
     let wait = http(&st)["retry_after_wait_ms"].as_u64().unwrap();

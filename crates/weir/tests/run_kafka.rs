@@ -68,6 +68,13 @@ fn field(status: &Value, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("sources.{SOURCE}.kafka.{name} is not a u64: {status:#}"))
 }
 
+/// The sum of the partitions' committed offsets in `status`.
+fn committed(status: &Value) -> u64 {
+    kafka(status)["partitions"].as_array().map_or(0, |ps| {
+        ps.iter().filter_map(|p| p["committed"].as_u64()).sum()
+    })
+}
+
 /// `(partition, n)` of each line the file sinks under `outs` wrote, in file order.
 fn lines_of(outs: &[PathBuf]) -> Vec<(i64, u64)> {
     outs.iter()
@@ -97,14 +104,27 @@ fn check_all(lines: &[(i64, u64)], partitions: i64, per_partition: u64, in_order
             last.insert(p, n);
         }
     }
+    let mut missing = Vec::new();
     for p in 0..partitions {
+        let mut run: Option<(u64, u64)> = None;
         for n in 0..per_partition {
-            assert!(
-                seen.contains_key(&(p, n)),
-                "partition {p} record {n} is missing"
-            );
+            if seen.contains_key(&(p, n)) {
+                if let Some((a, b)) = run.take() {
+                    missing.push(format!("{p}:{a}..={b}"));
+                }
+            } else {
+                run = Some(run.map_or((n, n), |(a, _)| (a, n)));
+            }
+        }
+        if let Some((a, b)) = run {
+            missing.push(format!("{p}:{a}..={b}"));
         }
     }
+    assert!(
+        missing.is_empty(),
+        "records missing (partition:from..=to): {}",
+        missing.join(", ")
+    );
     lines.len() - seen.len()
 }
 
@@ -177,7 +197,7 @@ fn round_trip_100k_records_across_4_partitions_in_order() {
 fn a_stalled_sink_pauses_the_partitions_without_a_rebalance() {
     let Some(kafka_broker) = broker() else { return };
     kafka_broker.create_topic(TOPIC, 4);
-    kafka_broker.produce(TOPIC, 4, 5_000, 1024);
+    kafka_broker.produce_unbatched(TOPIC, 4, 2_500, 1024);
     let root = tempfile::tempdir().unwrap();
     let w = Weir::new(root.path(), "a");
     let source = "high_watermark = \"1 MiB\"\nlow_watermark = \"256 KiB\"\nfetch_max_bytes = \"256 KiB\"\nprefetch_bytes = \"256 KiB\"\n\
@@ -213,37 +233,49 @@ fn a_stalled_sink_pauses_the_partitions_without_a_rebalance() {
     // Release: the same weir without the gate.
     d.stop();
     let d = w.start(&w.config(&kafka_broker.brokers(), "64 MiB", source, None));
-    wait_lines(&[w.out()], 20_000, Duration::from_secs(180), &[&d]);
+    wait_lines(&[w.out()], 10_000, Duration::from_secs(180), &[&d]);
     d.stop();
-    check_all(&lines_of(&[w.out()]), 4, 5_000, true);
+    check_all(&lines_of(&[w.out()]), 4, 2_500, true);
 }
 
 #[test]
 fn kill_9_then_restart_loses_nothing() {
     let Some(kafka_broker) = broker() else { return };
     kafka_broker.create_topic(TOPIC, 4);
-    kafka_broker.produce(TOPIC, 4, 10_000, 100);
+    kafka_broker.produce_unbatched(TOPIC, 4, 2_500, 100);
     let root = tempfile::tempdir().unwrap();
     let w = Weir::new(root.path(), "a");
-    let config = w.config(&kafka_broker.brokers(), "256 MiB", "", None);
+    // The restarted member waits for the killed one's session to time out.
+    let source =
+        "[sources.kf.properties]\n\"session.timeout.ms\" = 3000\n\"heartbeat.interval.ms\" = 500\n";
+    let config = w.config(&kafka_broker.brokers(), "256 MiB", source, None);
     let d = w.start(&config);
-    d.wait_for("some records durable", Duration::from_secs(60), |s| {
-        field(s, "durable") >= 5_000
+    let s = d.wait_for("some records committed", Duration::from_secs(60), |s| {
+        field(s, "durable") >= 2_500 && committed(s) > 0
     });
+    // Committed offsets only grow: at the kill they are at least these.
+    let committed_before = committed(&s);
     d.kill9();
+    let written_before = lines_of(&[w.out()]).len() as u64;
     let d = w.start(&config);
-    wait_lines(&[w.out()], 40_000, Duration::from_secs(180), &[&d]);
+    wait_lines(&[w.out()], 10_000, Duration::from_secs(180), &[&d]);
     d.stop();
-    let dups = check_all(&lines_of(&[w.out()]), 4, 10_000, false);
-    eprintln!("duplicates after kill -9: {dups}");
+    let dups = check_all(&lines_of(&[w.out()]), 4, 2_500, false) as u64;
+    eprintln!(
+        "duplicates after kill -9: {dups} (written before the kill {written_before}, committed at least {committed_before})"
+    );
+    // Only records after the last commit are read again.
+    assert!(
+        dups <= written_before - committed_before,
+        "{dups} duplicates, more than the {written_before} written less the {committed_before} committed"
+    );
 }
 
 #[test]
-#[ignore = "known bug, issue 14 open: after the stopped instance's partitions move, ~800 of 20000 records never arrive (cause not found: weir's revoke handling or tansu); README: do not run several instances in one group yet; run with --run-ignored"]
 fn two_instances_share_the_group_and_a_stopped_ones_partitions_move() {
     let Some(kafka_broker) = broker() else { return };
     kafka_broker.create_topic(TOPIC, 4);
-    kafka_broker.produce(TOPIC, 4, 5_000, 100);
+    kafka_broker.produce_unbatched(TOPIC, 4, 5_000, 100);
     let root = tempfile::tempdir().unwrap();
     let (a, b) = (Weir::new(root.path(), "a"), Weir::new(root.path(), "b"));
     // A slow gate keeps both busy long enough to share the partitions.
@@ -292,9 +324,60 @@ fn two_instances_share_the_group_and_a_stopped_ones_partitions_move() {
         Duration::from_secs(180),
         &[&da, &db],
     );
+    // The poll loops never waited on the broker long enough to be dropped from the
+    // group (a wait longer than max.poll.interval.ms made a rebalance every few
+    // seconds: 85 of them in 3 minutes).
+    for (d, name) in [(&da, "a"), (&db, "b")] {
+        let s = d.status();
+        assert!(field(&s, "rebalances") <= 12, "{name}: {:#}", kafka(&s));
+        assert_eq!(field(&s, "gaps"), 0, "{name}: {:#}", kafka(&s));
+    }
     da.stop();
     db.stop();
     check_all(&lines_of(&[a.out(), b.out()]), 4, 5_000, false);
+}
+
+/// A broker that skips records is a counted gap with a WARN, never a silent skip.
+/// tansu 0.6.0 answers a fetch from an offset inside a record batch with the next batch
+/// (see `Tansu::produce_unbatched`): the group starts at offset 1 of partition 0, inside
+/// the first batch, and the rest of that batch never arrives. This is the closest thing
+/// to retention deleting records before they were read that runs here.
+#[test]
+fn records_the_broker_skips_are_a_counted_gap() {
+    let Some(kafka_broker) = broker() else { return };
+    kafka_broker.create_topic(TOPIC, 1);
+    kafka_broker.produce(TOPIC, 1, 5_000, 100);
+    kafka_broker.commit("weir", TOPIC, 0, 1);
+    let root = tempfile::tempdir().unwrap();
+    let w = Weir::new(root.path(), "a");
+    let d = w.start(&w.config(&kafka_broker.brokers(), "64 MiB", "", None));
+    let s = d.wait_for(
+        "the end of the partition, committed",
+        Duration::from_secs(60),
+        |s| kafka(s)["partitions"][0]["committed"] == 5_000,
+    );
+    let gap = &kafka(&s)["last_gap"];
+    assert_eq!(field(&s, "gaps"), 1, "{:#}", kafka(&s));
+    assert_eq!(gap["partition"], 0, "{gap}");
+    assert_eq!(gap["from"], 1, "{gap}");
+    let to = gap["to"].as_u64().expect("gap.to");
+    assert!(to > 1, "{gap}");
+    assert_eq!(field(&s, "gap_offsets"), to - 1);
+    // Exactly the records of the gap are missing: 1..to.
+    let mut got: Vec<u64> = lines_of(&[w.out()]).iter().map(|&(_, n)| n).collect();
+    got.sort_unstable();
+    got.dedup();
+    let want: Vec<u64> = (to..5_000).collect();
+    assert_eq!(got, want);
+    let log = d.stderr();
+    assert!(
+        log.contains(&format!(
+            "kafka: gap in {TOPIC}/0: offsets 1..{to} ({} records)",
+            to - 1
+        )),
+        "{log}"
+    );
+    d.stop();
 }
 
 fn tansu_log(t: &Tansu) -> String {

@@ -64,29 +64,29 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
 }
 
 fn write_payload(out: &mut Vec<u8>, payload: &[u8]) -> Result<(), EncodeError> {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() {
-        let trimmed = payload.trim_ascii();
-        if !trimmed.contains(&b'\n') && !trimmed.contains(&b'\r') {
-            out.extend_from_slice(trimmed);
+    // UTF-8 first: serde_json does not check the bytes of the strings it skips, so
+    // `"\xff"` would pass as JSON and be written raw, and the file would no longer be
+    // UTF-8 NDJSON. (Only the HTTP source checks UTF-8 itself; MQTT, NATS, Kafka and
+    // file payloads arrive here as sent.)
+    let text = std::str::from_utf8(payload).map_err(|e| EncodeError::NotText {
+        len: payload.len(),
+        valid_up_to: e.valid_up_to(),
+    })?;
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+        let trimmed = text.trim_ascii();
+        if !trimmed.contains(['\n', '\r']) {
+            out.extend_from_slice(trimmed.as_bytes());
             return Ok(());
         }
         // Pretty-printed JSON: re-serialize compactly so the line stays one line.
-        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(payload)
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
             && serde_json::to_writer(&mut *out, &value).is_ok()
         {
             return Ok(());
         }
     }
-    match std::str::from_utf8(payload) {
-        Ok(text) => {
-            write_json_str(out, text);
-            Ok(())
-        }
-        Err(e) => Err(EncodeError::NotText {
-            len: payload.len(),
-            valid_up_to: e.valid_up_to(),
-        }),
-    }
+    write_json_str(out, text);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -125,6 +125,23 @@ mod tests {
         assert_eq!(l.matches('\n').count(), 1);
         let v: serde_json::Value = serde_json::from_str(&l).unwrap();
         assert_eq!(v["payload"]["a"][1], 2);
+    }
+
+    #[test]
+    fn json_with_invalid_utf8_in_a_string_is_not_written_raw() {
+        // An MQTT or Kafka payload `{"id":"\xff\xfe"}`: JSON by shape, not UTF-8.
+        let mut out = Vec::new();
+        let err = record(b"{\"id\":\"\xff\xfe\"}")
+            .write_ndjson(&mut out)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            EncodeError::NotText {
+                len: 11,
+                valid_up_to: 7
+            }
+        );
+        assert!(out.is_empty());
     }
 
     #[test]

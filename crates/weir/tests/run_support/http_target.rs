@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,8 +50,9 @@ pub struct Behaviour {
     pub jitter_ms: AtomicU64,
     /// Answer every request with this status (0: serve normally).
     pub force_status: AtomicU16,
-    /// Answer only the next request with `force_status`, then serve normally.
-    pub force_once: AtomicBool,
+    /// Answer only the next request with this status (0: none), then serve normally:
+    /// one atomic swap, so two requests at once never both get it.
+    pub force_next: AtomicU16,
     /// `Retry-After` sent with forced answers.
     pub retry_after: Mutex<Option<String>>,
     /// Records whose `seq` is a multiple of this are refused with 400 (0: none).
@@ -280,11 +281,13 @@ async fn ingest(
             return answer(401, None, "bad token".to_owned());
         }
     }
-    let forced = b.force_status.load(Ordering::SeqCst);
+    let next = b.force_next.swap(0, Ordering::SeqCst);
+    let forced = if next != 0 {
+        next
+    } else {
+        b.force_status.load(Ordering::SeqCst)
+    };
     if forced != 0 {
-        if b.force_once.swap(false, Ordering::SeqCst) {
-            b.force_status.store(0, Ordering::SeqCst);
-        }
         let retry_after = b.retry_after.lock().unwrap().clone();
         return answer(forced, retry_after, "forced".to_owned());
     }

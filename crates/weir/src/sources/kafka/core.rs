@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 use weir_flow::Timestamp;
 use weir_flow::watermark::{Transition, Watermark, WatermarkError};
@@ -24,6 +25,8 @@ pub struct UnitTag {
     pub bytes: u64,
     /// Records in the unit.
     pub records: u64,
+    /// When its first record was fetched.
+    first_fetched: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +37,9 @@ struct Mark {
 }
 
 impl UnitTag {
-    /// Adds one record (its partition's mark moves to `offset`).
-    pub fn add(&mut self, fetched: &Fetched, bytes: u64) {
+    /// Adds one record fetched at `at` (its partition's mark moves to its offset).
+    pub fn add(&mut self, fetched: &Fetched, bytes: u64, at: Timestamp) {
+        self.first_fetched.get_or_insert(at);
         self.bytes += bytes;
         self.records += 1;
         match self
@@ -104,6 +108,20 @@ pub struct PartitionStatus {
     pub lag: Option<i64>,
 }
 
+/// The time from a record's fetch to its durability in the WAL, since the start (each
+/// record counted with the time of its unit's first record: an upper bound).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FetchToDurable {
+    /// Records measured.
+    pub records: u64,
+    /// Median, in milliseconds.
+    pub p50_ms: u64,
+    /// 99th percentile, in milliseconds.
+    pub p99_ms: u64,
+    /// Longest, in milliseconds.
+    pub max_ms: u64,
+}
+
 /// `/status` `sources.NAME.kafka`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct KafkaStatus {
@@ -137,6 +155,8 @@ pub struct KafkaStatus {
     pub gap_offsets: u64,
     /// The last gap.
     pub last_gap: Option<Gap>,
+    /// From fetch to durable.
+    pub fetch_to_durable: FetchToDurable,
     /// The last error, if any.
     pub last_error: Option<String>,
 }
@@ -147,6 +167,9 @@ struct PartitionState {
     paused: bool,
     /// The offset the next record should have (none until known).
     expected: Option<i64>,
+    /// The first offset fetched in this generation (checked against the group's
+    /// committed offset when that arrives after it).
+    first: Option<i64>,
     /// Next offset after the last durable record (what a commit says).
     durable: Option<i64>,
     /// Sent in a commit and not yet answered.
@@ -162,6 +185,8 @@ pub struct Core {
     held_bytes: u64,
     generation: u64,
     assigned: BTreeMap<Partition, PartitionState>,
+    /// Fetch to durable, in milliseconds (1 ms to 1 h, 2 significant digits: 2 KiB).
+    fetch_to_durable: Histogram<u64>,
     status: KafkaStatus,
 }
 
@@ -177,6 +202,8 @@ impl Core {
             held_bytes: 0,
             generation: 0,
             assigned: BTreeMap::new(),
+            fetch_to_durable: Histogram::new_with_bounds(1, 3_600_000, 2)
+                .expect("valid histogram bounds"),
             status: KafkaStatus {
                 low_watermark: low,
                 high_watermark: high,
@@ -223,6 +250,11 @@ impl Core {
         owed
     }
 
+    /// The generation of the latest assignment (see [`set_committed`](Self::set_committed)).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The partitions assigned now.
     pub fn assignment(&self) -> Vec<Partition> {
         self.assigned.keys().cloned().collect()
@@ -230,13 +262,44 @@ impl Core {
 
     /// The group's committed offset of a partition, read after its assignment: the
     /// offset its first record should have (a later one is a gap).
-    pub fn set_committed(&mut self, partition: &Partition, offset: i64) {
-        if let Some(st) = self.assigned.get_mut(partition) {
-            st.committed = Some(offset);
-            if st.expected.is_none() {
+    ///
+    /// Records may have been fetched before it arrives: if the first of them is past
+    /// `offset`, the missing range is a gap all the same.
+    /// An answer read for an earlier `generation` than the partition's is ignored.
+    pub fn set_committed(
+        &mut self,
+        partition: &Partition,
+        offset: i64,
+        generation: u64,
+    ) -> Option<Gap> {
+        let st = self
+            .assigned
+            .get_mut(partition)
+            .filter(|st| st.generation == generation)?;
+        st.committed = Some(offset);
+        match st.first {
+            None => {
                 st.expected = Some(offset);
+                None
             }
+            Some(first) if first > offset => {
+                let gap = Gap {
+                    topic: partition.0.clone(),
+                    partition: partition.1,
+                    from: offset,
+                    to: first,
+                };
+                self.count_gap(&gap);
+                Some(gap)
+            }
+            Some(_) => None,
         }
+    }
+
+    fn count_gap(&mut self, g: &Gap) {
+        self.status.gaps += 1;
+        self.status.gap_offsets += u64::try_from(g.to - g.from).unwrap_or(0);
+        self.status.last_gap = Some(g.clone());
     }
 
     /// The broker's high watermark of a partition, for its lag.
@@ -266,17 +329,17 @@ impl Core {
             _ => None,
         };
         st.expected = Some(offset + 1);
+        st.first.get_or_insert(offset);
+        let generation = st.generation;
         self.held_bytes += bytes;
         self.status.fetched += 1;
         if let Some(g) = &gap {
-            self.status.gaps += 1;
-            self.status.gap_offsets += u64::try_from(g.to - g.from).unwrap_or(0);
-            self.status.last_gap = Some(g.clone());
+            self.count_gap(g);
         }
         Some((
             Fetched {
                 partition: partition.clone(),
-                generation: st.generation,
+                generation,
                 offset,
             },
             gap,
@@ -289,12 +352,18 @@ impl Core {
         self.held_bytes = self.held_bytes.saturating_sub(bytes);
     }
 
-    /// A unit is durable (units are reported in the order they were handed over):
-    /// its bytes are released and its partitions' durable offsets move on, for those
-    /// still assigned in the generation it was fetched in.
-    pub fn durable(&mut self, tag: &UnitTag) {
+    /// A unit is durable at `now` (units are reported in the order they were handed
+    /// over): its bytes are released and its partitions' durable offsets move on, for
+    /// those still assigned in the generation it was fetched in.
+    pub fn durable(&mut self, tag: &UnitTag, now: Timestamp) {
         self.held_bytes = self.held_bytes.saturating_sub(tag.bytes);
         self.status.durable += tag.records;
+        if let Some(first) = tag.first_fetched {
+            let ms =
+                u64::try_from(now.saturating_duration_since(first).as_millis()).unwrap_or(u64::MAX);
+            self.fetch_to_durable
+                .saturating_record_n(ms.max(1), tag.records);
+        }
         for m in &tag.marks {
             if let Some(st) = self.assigned.get_mut(&m.partition)
                 && st.generation == m.generation
@@ -375,6 +444,15 @@ impl Core {
         s.held_bytes = self.held_bytes;
         s.paused = self.watermark.is_paused();
         s.pauses = self.watermark.pauses();
+        let h = &self.fetch_to_durable;
+        if !h.is_empty() {
+            s.fetch_to_durable = FetchToDurable {
+                records: h.len(),
+                p50_ms: h.value_at_quantile(0.5),
+                p99_ms: h.value_at_quantile(0.99),
+                max_ms: h.max(),
+            };
+        }
         s.resumes = self.watermark.resumes();
         s.partitions = self
             .assigned

@@ -15,7 +15,7 @@ fn unit(core: &mut Core, n: i32, offsets: std::ops::Range<i64>, bytes: u64) -> U
     let mut tag = UnitTag::default();
     for o in offsets {
         let (f, _) = core.fetched(&p(n), o, bytes).expect("assigned");
-        tag.add(&f, bytes);
+        tag.add(&f, bytes, t(0));
     }
     tag
 }
@@ -31,10 +31,10 @@ fn pauses_above_high_and_resumes_below_low_on_bytes_held() {
     assert_eq!(core.observe(t(2)), Some(Transition::Pause));
     assert!(core.status().partitions.iter().all(|p| p.paused));
     assert_eq!(core.observe(t(3)), None, "one pause, not a series");
-    core.durable(&a);
+    core.durable(&a, t(10));
     assert_eq!(core.held_bytes(), 100);
     assert_eq!(core.observe(t(4)), Some(Transition::Resume));
-    core.durable(&b);
+    core.durable(&b, t(10));
     assert_eq!(core.held_bytes(), 0);
     let s = core.status();
     assert_eq!((s.pauses, s.resumes, s.paused), (1, 1, false));
@@ -51,7 +51,7 @@ fn a_rebalance_resets_the_watermarks() {
     assert!(!core.is_paused(), "a new assignment starts unpaused");
     // Still above the high mark: paused again at the next observation.
     assert_eq!(core.observe(t(3)), Some(Transition::Pause));
-    core.durable(&tag);
+    core.durable(&tag, t(10));
     assert_eq!(core.observe(t(4)), Some(Transition::Resume));
 }
 
@@ -63,11 +63,11 @@ fn commits_only_durable_offsets_in_order() {
     let b = unit(&mut core, 0, 10..20, 1);
     let c = unit(&mut core, 1, 0..5, 1);
     assert!(core.commits_due().is_empty(), "nothing durable yet");
-    core.durable(&a);
+    core.durable(&a, t(10));
     assert_eq!(core.commits_due(), vec![(p(0), 10)]);
     assert!(core.commits_due().is_empty(), "sent once");
-    core.durable(&b);
-    core.durable(&c);
+    core.durable(&b, t(10));
+    core.durable(&c, t(10));
     assert_eq!(core.commits_due(), vec![(p(0), 20), (p(1), 5)]);
     core.committed(&p(0), 20);
     core.commit_failed("broker went away".into());
@@ -84,20 +84,20 @@ fn revoke_hands_back_the_durable_offsets_owed_and_forgets_the_rest() {
     let a = unit(&mut core, 0, 0..10, 1);
     let late = unit(&mut core, 0, 10..20, 1);
     let b = unit(&mut core, 1, 0..5, 1);
-    core.durable(&a);
-    core.durable(&b);
+    core.durable(&a, t(10));
+    core.durable(&b, t(10));
     core.committed(&p(1), 5);
     assert_eq!(core.revoke(&[p(0), p(1)]), vec![(p(0), 10)]);
     // p0 comes back in a new generation, read again from 10 by the group.
     core.assign(t(1), &[p(0)]);
-    core.set_committed(&p(0), 10);
-    core.durable(&late);
+    core.set_committed(&p(0), 10, core.generation());
+    core.durable(&late, t(10));
     assert!(
         core.commits_due().is_empty(),
         "a unit of the old generation is not committed for the new one"
     );
     let again = unit(&mut core, 0, 10..20, 1);
-    core.durable(&again);
+    core.durable(&again, t(10));
     assert_eq!(core.commits_due(), vec![(p(0), 20)]);
     assert_eq!(core.held_bytes(), 0);
 }
@@ -114,7 +114,7 @@ fn a_record_of_a_partition_not_assigned_is_refused() {
 fn missing_offsets_are_a_counted_gap() {
     let mut core = Core::new(1, 1000).unwrap();
     core.assign(t(0), &[p(0)]);
-    core.set_committed(&p(0), 100);
+    core.set_committed(&p(0), 100, core.generation());
     // Retention deleted 100..250 before weir read it.
     let (_, gap) = core.fetched(&p(0), 250, 1).unwrap();
     assert_eq!(
@@ -134,10 +134,35 @@ fn missing_offsets_are_a_counted_gap() {
 }
 
 #[test]
+fn records_fetched_before_the_committed_offset_is_known_are_checked_against_it() {
+    let mut core = Core::new(1, 1000).unwrap();
+    core.assign(t(0), &[p(0), p(1)]);
+    // The first fetches arrive before the committed offsets are read.
+    unit(&mut core, 0, 300..310, 1);
+    unit(&mut core, 1, 40..50, 1);
+    let gap = core.set_committed(&p(0), 120, core.generation());
+    assert_eq!(gap.map(|g| (g.from, g.to)), Some((120, 300)));
+    assert_eq!(
+        core.set_committed(&p(1), 40, core.generation()),
+        None,
+        "started where committed"
+    );
+    let s = core.status();
+    assert_eq!((s.gaps, s.gap_offsets), (1, 180));
+    // A new generation starts over; an answer read for the old one is ignored.
+    let old = core.generation();
+    core.revoke(&[p(0), p(1)]);
+    core.assign(t(1), &[p(0)]);
+    assert_eq!(core.set_committed(&p(0), 0, old), None);
+    assert_eq!(core.status().partitions[0].committed, None);
+    assert_eq!(core.set_committed(&p(0), 310, core.generation()), None);
+}
+
+#[test]
 fn lag_is_high_watermark_minus_committed() {
     let mut core = Core::new(1, 1000).unwrap();
     core.assign(t(0), &[p(0)]);
-    core.set_committed(&p(0), 40);
+    core.set_committed(&p(0), 40, core.generation());
     core.set_high_watermark(&p(0), 100);
     assert_eq!(core.status().partitions[0].lag, Some(60));
 }
@@ -164,13 +189,13 @@ proptest! {
             for o in start..start + count {
                 let (f, gap) = core.fetched(&p(n), o, bytes).unwrap();
                 prop_assert!(gap.is_none());
-                tag.add(&f, bytes);
+                tag.add(&f, bytes, t(0));
                 held += bytes;
             }
             next[n as usize] += count;
             in_flight.push_back((tag, vec![(n, start + count)]));
             if finish && let Some((tag, ends)) = in_flight.pop_front() {
-                core.durable(&tag);
+                core.durable(&tag, t(10));
                 held -= tag.bytes;
                 for (n, end) in ends {
                     durable_end[n as usize] = durable_end[n as usize].max(end);
@@ -186,4 +211,29 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn fetch_to_durable_counts_each_record_from_its_units_first_fetch() {
+    let mut core = Core::new(100, 1_000_000).unwrap();
+    core.assign(t(0), &[p(0)]);
+    let mut quick = UnitTag::default();
+    for o in 0..98 {
+        let (f, _) = core.fetched(&p(0), o, 1).unwrap();
+        quick.add(&f, 1, t(1_000));
+    }
+    let mut slow = UnitTag::default();
+    for (o, at) in [(98, 2_000), (99, 2_500)] {
+        let (f, _) = core.fetched(&p(0), o, 1).unwrap();
+        slow.add(&f, 1, t(at));
+    }
+    core.durable(&quick, t(1_005));
+    core.durable(&slow, t(3_000));
+    let l = core.status().fetch_to_durable;
+    assert_eq!(l.records, 100);
+    assert_eq!(l.p50_ms, 5);
+    // 2 of 100 records waited 1 s (from the unit's first fetch, at 2 000), within
+    // the histogram's 2 significant digits.
+    assert!((1_000..1_010).contains(&l.p99_ms), "{l:?}");
+    assert!((1_000..1_010).contains(&l.max_ms), "{l:?}");
 }

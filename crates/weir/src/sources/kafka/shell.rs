@@ -18,7 +18,7 @@ use weir_flow::watermark::Transition;
 use weir_wal::Batch;
 
 use super::config::{KafkaConfig, Security, StartFrom};
-use super::core::{Core, KafkaStatus, Partition, UnitTag};
+use super::core::{Core, Gap, KafkaStatus, Partition, UnitTag};
 use crate::pipeline::appends::{Event, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
@@ -445,6 +445,7 @@ async fn poll_loop(
     let mut last_lag = Instant::now();
     let mut committing: Option<tokio::task::JoinHandle<CommitOutcome>> = None;
     let mut lag: Option<tokio::task::JoinHandle<()>> = None;
+    let mut committed_read: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         // Hands what is ready to the appender without waiting for it.
         let idle = tx.capacity() > 0;
@@ -497,7 +498,7 @@ async fn poll_loop(
                 }));
             }
         }
-        read_committed(consumer, shared).await;
+        start_read_committed(name, consumer, shared, &mut committed_read);
         // The lag is read in the background: the poll loop never waits for it.
         if last_lag.elapsed() >= LAG_EVERY
             && lag
@@ -598,17 +599,9 @@ fn take(
         return;
     };
     if let Some(g) = gap {
-        tracing::warn!(
-            source = name,
-            "kafka: gap in {}/{}: offsets {}..{} ({} records) were not read (deleted by retention or out of range before weir read them)",
-            g.topic,
-            g.partition,
-            g.from,
-            g.to,
-            g.to - g.from
-        );
+        warn_gap(name, &g);
     }
-    unit.tag.add(&fetched, bytes);
+    unit.tag.add(&fetched, bytes, now());
     let framed = weir_wal::format::FRAME_HEADER_LEN + bytes;
     if framed > max_batch_bytes {
         unit.oversize.push(Rejected {
@@ -626,6 +619,19 @@ fn take(
     if let Err(e) = batch.push(wire) {
         shared.error(format!("a record does not fit the WAL: {e}"));
     }
+}
+
+/// Says that a partition's offsets `g.from..g.to` were never read.
+fn warn_gap(name: &str, g: &Gap) {
+    tracing::warn!(
+        source = name,
+        "kafka: gap in {}/{}: offsets {}..{} ({} records) were not read (deleted by retention, out of range, or skipped by the broker)",
+        g.topic,
+        g.partition,
+        g.from,
+        g.to,
+        g.to - g.from
+    );
 }
 
 /// The record of one Kafka record: key = the Kafka key (or the topic), `ts` = its
@@ -694,9 +700,19 @@ fn watermarks(name: &str, consumer: &StreamConsumer<Context>, shared: &Shared) {
     }
 }
 
-/// Reads the group's committed offsets of newly assigned partitions (where their
-/// first record should be: a later one is a gap).
-async fn read_committed(consumer: &Arc<StreamConsumer<Context>>, shared: &Shared) {
+/// Starts reading the group's committed offsets of newly assigned partitions (where
+/// their first record should be: a later one is a gap) in the background, unless a
+/// read is still running: the poll loop never waits for the broker's answer (it may
+/// take seconds during a rebalance, longer than `max.poll.interval.ms`).
+fn start_read_committed(
+    name: &Arc<str>,
+    consumer: &Arc<StreamConsumer<Context>>,
+    shared: &Arc<Shared>,
+    running: &mut Option<tokio::task::JoinHandle<()>>,
+) {
+    if running.as_ref().is_some_and(|h| !h.is_finished()) {
+        return;
+    }
     let new: Vec<Partition> = std::mem::take(
         &mut *shared
             .assigned
@@ -706,23 +722,30 @@ async fn read_committed(consumer: &Arc<StreamConsumer<Context>>, shared: &Shared
     if new.is_empty() {
         return;
     }
+    // Answers apply only to partitions still in this generation.
+    let generation = shared.core().generation();
     let mut tpl = TopicPartitionList::new();
     for (topic, p) in &new {
         tpl.add_partition(topic, *p);
     }
-    let c = Arc::clone(consumer);
-    match tokio::task::spawn_blocking(move || c.committed_offsets(tpl, QUERY_TIMEOUT)).await {
-        Ok(Ok(tpl)) => {
-            let mut core = shared.core();
-            for e in tpl.elements() {
-                if let Offset::Offset(o) = e.offset() {
-                    core.set_committed(&(e.topic().to_owned(), e.partition()), o);
+    let (name, c, shared) = (Arc::clone(name), Arc::clone(consumer), Arc::clone(shared));
+    *running = Some(tokio::spawn(async move {
+        match tokio::task::spawn_blocking(move || c.committed_offsets(tpl, QUERY_TIMEOUT)).await {
+            Ok(Ok(tpl)) => {
+                let mut core = shared.core();
+                for e in tpl.elements() {
+                    let partition = (e.topic().to_owned(), e.partition());
+                    if let Offset::Offset(o) = e.offset()
+                        && let Some(g) = core.set_committed(&partition, o, generation)
+                    {
+                        warn_gap(&name, &g);
+                    }
                 }
             }
+            Ok(Err(e)) => shared.error(format!("reading committed offsets: {e}")),
+            Err(e) => shared.error(format!("reading committed offsets: {e}")),
         }
-        Ok(Err(e)) => shared.error(format!("reading committed offsets: {e}")),
-        Err(e) => shared.error(format!("reading committed offsets: {e}")),
-    }
+    }));
 }
 
 /// Reads the assigned partitions' high watermarks from the brokers (for the lag).
@@ -770,7 +793,7 @@ async fn append_loop(
         tokio::select! {
             event = appends.next(), if !appends.is_empty() => match event {
                 Some(Event::Durable(tag)) => {
-                    shared.core().durable(&tag);
+                    shared.core().durable(&tag, now());
                     shared.durable.notify_one();
                 }
                 Some(Event::Refused) => {
