@@ -30,12 +30,12 @@
 #[path = "../tests/run_support/mod.rs"]
 mod run_support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Message};
 use run_support::kafka::{Tansu, tansu_bin};
+use run_support::process::{cpu_secs, peak_rss, report, run_child};
 use run_support::{Daemon, free_addr, write_config};
 use serde_json::Value;
 
@@ -151,55 +151,18 @@ struct Run {
     kafka: Value,
 }
 
-/// CPU seconds (user + system) of process `pid` so far.
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // Fields 14 and 15 of stat (utime, stime), counted after the ")": 12 and 13.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn peak_rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
-}
-
-/// The bare consumer in a child process: prints its elapsed seconds, CPU and RSS.
+/// The bare consumer in a child process.
 fn run_bare(brokers: &str, topic: &str, n: u64) -> Run {
-    let out = Command::new(std::env::current_exe().expect("this binary"))
-        .env("WEIR_KAFKA_BARE", "1")
-        .env("BARE_BROKERS", brokers)
-        .env("BARE_TOPIC", topic)
-        .env("BARE_N", n.to_string())
-        .output()
-        .expect("run the bare consumer");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Vec<f64> = text
-        .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    assert!(
-        v.len() == 3,
-        "bare consumer: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let f = run_child(&[
+        ("WEIR_KAFKA_BARE", "1".to_owned()),
+        ("BARE_BROKERS", brokers.to_owned()),
+        ("BARE_TOPIC", topic.to_owned()),
+        ("BARE_N", n.to_string()),
+    ]);
     Run {
-        secs: v[0],
-        cpu_secs: v[1],
-        peak_rss: v[2] as u64,
+        secs: f.secs,
+        cpu_secs: f.cpu_secs,
+        peak_rss: f.peak_rss,
         held_max: 0,
         kafka: Value::Null,
     }
@@ -245,12 +208,7 @@ fn bare() {
     consumer
         .commit_consumer_state(CommitMode::Sync)
         .expect("last commit");
-    println!(
-        "{} {} {}",
-        started.elapsed().as_secs_f64(),
-        cpu_secs(pid) - cpu0,
-        peak_rss(pid)
-    );
+    report(started, cpu0);
 }
 
 /// What one `weir run` is configured with.

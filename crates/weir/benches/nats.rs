@@ -15,11 +15,11 @@
 #[path = "../tests/run_support/mod.rs"]
 mod run_support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use run_support::nats::{Js, NatsServer, nats_bin};
+use run_support::process::{Figures, cpu_secs, peak_rss, report, run_child};
 use run_support::{Daemon, free_addr, write_config};
 
 const FETCH: usize = 1024;
@@ -58,9 +58,9 @@ fn main() {
         js.publish(n, |i| format!("b{size}.{}", i % 8), |_| vec![b'x'; size]);
         let bare = run_bare(&server.url(), &stream, n);
         let weir = run_weir(&server.url(), &stream, n);
-        let mb = |r: &Run| (n * size) as f64 / r.secs / 1e6;
-        let rate = |r: &Run| n as f64 / r.secs;
-        let cpu = |r: &Run| r.cpu_secs / n as f64 * 1e6;
+        let mb = |r: &Figures| (n * size) as f64 / r.secs / 1e6;
+        let rate = |r: &Figures| n as f64 / r.secs;
+        let cpu = |r: &Figures| r.cpu_secs / n as f64 * 1e6;
         println!(
             "{:<6} {:>12.0} {:>9.1} {:>12.0} {:>9.1} {:>6.2} {:>12.2} {:>12.2} {:>7} MiB {:>7} MiB",
             if size == 100 { "100 B" } else { "1 KiB" },
@@ -77,62 +77,14 @@ fn main() {
     }
 }
 
-struct Run {
-    secs: f64,
-    cpu_secs: f64,
-    peak_rss: u64,
-}
-
-/// CPU seconds (user + system) of process `pid` so far.
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // Fields 14 and 15 of stat (utime, stime), counted after the ")": 12 and 13.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn peak_rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
-}
-
-/// The bare consumer in a child process: prints its elapsed seconds, CPU and RSS.
-fn run_bare(url: &str, stream: &str, n: usize) -> Run {
-    let out = Command::new(std::env::current_exe().expect("this binary"))
-        .env("WEIR_NATS_BARE", "1")
-        .env("BARE_URL", url)
-        .env("BARE_STREAM", stream)
-        .env("BARE_N", n.to_string())
-        .output()
-        .expect("run the bare consumer");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Vec<f64> = text
-        .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    assert!(
-        v.len() == 3,
-        "bare consumer: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Run {
-        secs: v[0],
-        cpu_secs: v[1],
-        peak_rss: v[2] as u64,
-    }
+/// The bare consumer in a child process.
+fn run_bare(url: &str, stream: &str, n: usize) -> Figures {
+    run_child(&[
+        ("WEIR_NATS_BARE", "1".to_owned()),
+        ("BARE_URL", url.to_owned()),
+        ("BARE_STREAM", stream.to_owned()),
+        ("BARE_N", n.to_string()),
+    ])
 }
 
 /// A pull consumer that fetches 1024 at a time and acks each message at once.
@@ -178,16 +130,11 @@ fn bare() {
         }
         js.client().flush().await.expect("flush");
     });
-    println!(
-        "{} {} {}",
-        started.elapsed().as_secs_f64(),
-        cpu_secs(pid) - cpu0,
-        peak_rss(pid)
-    );
+    report(started, cpu0);
 }
 
 /// `weir run` with the nats source → WAL → blackhole, timed until it acked `n`.
-fn run_weir(url: &str, stream: &str, n: usize) -> Run {
+fn run_weir(url: &str, stream: &str, n: usize) -> Figures {
     let dir = tempfile::tempdir().expect("temp dir");
     let status = free_addr();
     let config = format!(
@@ -234,7 +181,7 @@ inputs = ["js"]
         std::thread::sleep(Duration::from_millis(10));
     }
     let secs = started.elapsed().as_secs_f64();
-    let run = Run {
+    let run = Figures {
         secs,
         cpu_secs: cpu_secs(pid) - cpu0,
         peak_rss: peak_rss(pid),

@@ -271,16 +271,6 @@ async fn littles_law(server: &S3Server) {
     );
 }
 
-/// Peak RSS (VmHWM) of a process, in bytes.
-fn vm_hwm(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 fn rss(server: &S3Server) {
     let dir = tempfile::tempdir().expect("temp dir");
     let status = run_support::free_addr();
@@ -333,7 +323,7 @@ rotate = {{ bytes = "64 MiB", age = "5s" }}
         s["wal"]["durable_end"].as_u64() == Some(300_000)
             && s["sinks"]["lake"]["cursor"]["committed"].as_u64() == Some(300_000)
     });
-    let peak = vm_hwm(daemon.child.id());
+    let peak = run_support::process::peak_rss(daemon.child.id());
     let uploaded = s["sinks"]["lake"]["object_store"]["bytes"]
         .as_u64()
         .unwrap_or(0);

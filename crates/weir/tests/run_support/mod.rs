@@ -11,6 +11,7 @@ pub mod kafka;
 pub mod lake;
 pub mod mosquitto;
 pub mod nats;
+pub mod process;
 pub mod s3;
 pub mod tls;
 
