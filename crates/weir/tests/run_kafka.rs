@@ -304,10 +304,11 @@ fn two_instances_share_the_group_and_a_stopped_ones_partitions_move() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    // tansu 0.6.0 never expires a member whose session timed out: after a kill -9 the
-    // survivor heartbeats on in the old generation and the dead member keeps its
-    // partitions (see the README's Kafka section). A stop leaves the group
-    // (LeaveGroup), which tansu does act on; the kill -9 crash path is covered by
+    // tansu 0.6.0 does not expire a member whose session timed out while another
+    // member heartbeats: after a kill -9 of a, b stays in the old generation and a
+    // keeps its partitions (tried: not moved 60 s after the kill, with a 3 s session
+    // timeout; see the README's Kafka section). A stop leaves the group (LeaveGroup),
+    // which tansu acts on; the kill -9 crash path is covered by
     // kill_9_then_restart_loses_nothing.
     da.stop();
     db.wait_for("all 4 partitions", Duration::from_secs(60), |s| {
