@@ -137,7 +137,13 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
     let lock = lock_dir(dir)?;
     let mut report = OpenReport::default();
     let mut firsts = list_segments(dir)?;
-    let mut holes: Vec<Hole> = crate::strays::set_aside_strays(dir, &mut firsts, &mut report)?;
+    // The most bytes a segment holds: rotation happens before a batch that would pass
+    // segment_bytes, so only a first batch larger than that makes one bigger.
+    let segment_cap = config
+        .segment_bytes
+        .max(SEGMENT_HEADER_LEN + config.max_batch_bytes());
+    let mut holes: Vec<Hole> =
+        crate::strays::set_aside_strays(dir, &mut firsts, &mut report, segment_cap)?;
     let quarantined_firsts = list_segments(&dir.join("quarantine"))?;
 
     // The tail: scan the last segment; drop or quarantine it while it is unusable.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::core::Hole;
 use crate::error::OpenError;
-use crate::format::{HeaderError, SEGMENT_HEADER_LEN};
+use crate::format::{FRAME_HEADER_LEN, HeaderError, SEGMENT_HEADER_LEN};
 use crate::recovery::{OpenReport, QuarantinedSegment, unfinished_header, warn_quarantined};
 use crate::segment::{quarantine, quarantine_as, read_header, scan_segment, segment_path};
 
@@ -21,24 +21,26 @@ enum Found {
     Unfinished,
     /// Not readable as a segment of this log: why.
     Suspect(String),
-    /// Not readable at all (permissions, a directory, an I/O error): why.
-    Unreadable(String),
+    /// Not readable at all (permissions, a directory, an I/O error): why, and its
+    /// length when it is a regular file.
+    Unreadable(String, Option<u64>),
 }
 
 fn read_found(path: &Path, first: u64) -> Found {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
-        Err(e) => return Found::Unreadable(format!("unreadable: {e}")),
+        Err(e) => return Found::Unreadable(format!("unreadable: {e}"), None),
     };
     if !meta.is_file() {
-        return Found::Unreadable("not a regular file (a directory?)".to_owned());
+        return Found::Unreadable("not a regular file (a directory?)".to_owned(), None);
     }
+    let len = Some(meta.len());
     let mut file = match File::open(path) {
         Ok(f) => f,
-        Err(e) => return Found::Unreadable(format!("unreadable: {e}")),
+        Err(e) => return Found::Unreadable(format!("unreadable: {e}"), len),
     };
     match read_header(&mut file) {
-        Err(e) => Found::Unreadable(format!("unreadable: {e}")),
+        Err(e) => Found::Unreadable(format!("unreadable: {e}"), len),
         Ok(Err(HeaderError::Version { .. })) => Found::Version,
         Ok(Ok(h)) if h.first_offset == first => Found::Good,
         Ok(Ok(h)) => Found::Suspect(format!(
@@ -64,18 +66,23 @@ fn read_found(path: &Path, first: u64) -> Found {
 /// hole up to the next segment). A file that cannot be read at all is never fatal: as a
 /// stray it is set aside like the others; as a segment of this log (or with no good
 /// segment before it) it is quarantined and its range, up to the next segment, is a
-/// hole (returned).
+/// hole (returned). An unreadable *last* segment has no next one: its hole is as many
+/// offsets as it could have held (one per frame header in its length, or, with no
+/// length, in `segment_cap` bytes, the most a segment holds under this configuration),
+/// so that new records never reuse an offset it may have given out: cursors and object
+/// names depend on them.
 pub(crate) fn set_aside_strays(
     dir: &Path,
     firsts: &mut Vec<u64>,
     report: &mut OpenReport,
+    segment_cap: u64,
 ) -> Result<Vec<Hole>, OpenError> {
     let found: Vec<(u64, Found)> = firsts
         .iter()
         .map(|&first| (first, read_found(&segment_path(dir, first), first)))
         .collect();
     let mut holes = Vec::new();
-    let suspect = |f: &Found| matches!(f, Found::Suspect(_) | Found::Unreadable(_));
+    let suspect = |f: &Found| matches!(f, Found::Suspect(_) | Found::Unreadable(..));
     if !found.iter().any(|(_, f)| suspect(f)) {
         return Ok(holes);
     }
@@ -83,9 +90,9 @@ pub(crate) fn set_aside_strays(
     let mut strays = Vec::new();
     let mut lost = Vec::new();
     for (i, (first, f)) in found.iter().enumerate() {
-        let (reason, unreadable) = match f {
-            Found::Suspect(r) => (r, false),
-            Found::Unreadable(r) => (r, true),
+        let (reason, unreadable, len) = match f {
+            Found::Suspect(r) => (r, false, None),
+            Found::Unreadable(r, len) => (r, true, *len),
             _ => continue,
         };
         let prev = found[..i]
@@ -110,10 +117,20 @@ pub(crate) fn set_aside_strays(
             (Some(prev), Some(end)) if end != *first => {
                 strays.push((*first, reason.clone(), prev, end));
             }
-            _ if unreadable => {
-                let next = found.get(i + 1).map_or(*first, |(n, _)| *n);
-                lost.push((*first, next, reason.clone()));
-            }
+            _ if unreadable => match found.get(i + 1) {
+                Some(&(next, _)) => lost.push((*first, next, reason.clone())),
+                None => {
+                    let most = len
+                        .unwrap_or(segment_cap)
+                        .saturating_sub(SEGMENT_HEADER_LEN)
+                        / FRAME_HEADER_LEN;
+                    let reason = format!(
+                        "{reason}; the last segment: at most {most} records lost, whose \
+                         offsets are not reused"
+                    );
+                    lost.push((*first, first + most, reason));
+                }
+            },
             _ => {} // a segment of this log, damaged: its records are a counted hole
         }
     }

@@ -174,3 +174,32 @@ async fn a_directory_in_place_of_a_segment_is_quarantined_not_fatal() {
     assert_eq!(report.durable_end, 201, "{report:?}");
     assert!(!stray.exists());
 }
+
+#[tokio::test]
+async fn an_unreadable_last_segment_never_has_its_offsets_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let segs = write_log(dir.path(), 200).await;
+    assert!(segs.len() >= 3, "{segs:?}");
+    // The last segment replaced by a directory: how many records it held is unknown.
+    let last = segs.last().unwrap();
+    let lost_from = first_of(last);
+    fs::remove_file(last).unwrap();
+    fs::create_dir(last).unwrap();
+
+    let (report, gaps, offsets, appended) = reopen(dir.path()).await;
+    let q = &report.quarantined[0];
+    assert_eq!(q.from, lost_from, "{q:?}");
+    // As many offsets as a segment of this configuration can hold: segments of 4 KiB,
+    // but a first batch may be as large as max_batch_bytes (512 KiB here).
+    let most = (512 * 1024) / 16;
+    assert_eq!(q.to, lost_from + most, "{q:?}");
+    assert!(q.reason.contains("at most 32768 records lost"), "{q:?}");
+    // Before the fix the log went on at lost_from: records 200.. of the lost segment's
+    // offsets were given out again.
+    assert!(appended >= 200, "offset {appended} reused");
+    assert_eq!(appended, q.to);
+    assert_eq!(report.durable_end, q.to, "{report:?}");
+    assert_eq!(gaps.iter().map(Gap::records).sum::<u64>(), most);
+    let expected: Vec<u64> = (0..lost_from).collect();
+    assert_eq!(offsets, expected);
+}
