@@ -261,37 +261,75 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
                 .write(true)
                 .open(&path)
                 .map_err(|e| OpenError::io("opening", &path, e))?;
-            if scan.good_len < scan.file_len {
-                report.truncated_bytes = scan.file_len - scan.good_len;
-                report.truncated_records = scan.cut_records;
-                tracing::warn!(
+            if let Some((count, len)) = scan.valid_after_damage {
+                // Damage inside the segment, acknowledged records after it: keep them
+                // (only bytes after the last valid frame go), seal the segment at its
+                // full count so offsets do not shift, and go on in a fresh one. Readers
+                // step over the damaged records as in any sealed segment, and count them.
+                let damaged = first + scan.records;
+                report.truncated_bytes = scan.file_len - len;
+                tracing::error!(
                     segment = %path.display(),
-                    bytes = report.truncated_bytes,
-                    records = report.truncated_records,
+                    offset = damaged,
                     problem = ?scan.problem,
-                    "truncating a torn or corrupt WAL tail"
+                    "damaged record at offset {damaged} of the last WAL segment {}: \
+                     records {damaged}..{} are kept and the segment is sealed there, so \
+                     no offset shifts; readers skip and count the damaged ones among them",
+                    path.display(),
+                    first + count
                 );
-                file.set_len(scan.good_len)
-                    .map_err(|e| OpenError::io("truncating", &path, e))?;
+                if len < scan.file_len {
+                    file.set_len(len)
+                        .map_err(|e| OpenError::io("truncating", &path, e))?;
+                }
+                file.sync_all()
+                    .map_err(|e| OpenError::io("syncing", &path, e))?;
+                disk_bytes += len;
+                let created = scan.header.as_ref().map_or(0, |h| h.created_ms);
+                segments.push_back(SegMeta {
+                    first,
+                    count,
+                    bytes: len,
+                    created_ms: created,
+                    times: scan.times,
+                });
+                disk_bytes += SEGMENT_HEADER_LEN;
+                segments.push_back(SegMeta::new(first + count, now_ms));
+                create_segment(dir, first + count, now_ms)
+                    .map_err(|e| OpenError::io("creating segment in", dir, e))?
+            } else {
+                if scan.good_len < scan.file_len {
+                    report.truncated_bytes = scan.file_len - scan.good_len;
+                    report.truncated_records = scan.cut_records;
+                    tracing::warn!(
+                        segment = %path.display(),
+                        bytes = report.truncated_bytes,
+                        records = report.truncated_records,
+                        problem = ?scan.problem,
+                        "truncating a torn or corrupt WAL tail"
+                    );
+                    file.set_len(scan.good_len)
+                        .map_err(|e| OpenError::io("truncating", &path, e))?;
+                }
+                // The writer appends from the end of the good records.
+                use std::io::Seek;
+                (&file)
+                    .seek(std::io::SeekFrom::Start(scan.good_len))
+                    .map_err(|e| OpenError::io("seeking in", &path, e))?;
+                // Whatever survived the crash in the page cache becomes durable now.
+                file.sync_all()
+                    .map_err(|e| OpenError::io("syncing", &path, e))?;
+                disk_bytes += scan.good_len;
+                let created = scan.header.as_ref().map_or(0, |h| h.created_ms);
+                segments.push_back(SegMeta {
+                    first,
+                    count: scan.records,
+                    bytes: scan.good_len,
+                    created_ms: created,
+                    times: scan.times,
+                });
+                file
             }
-            // The writer appends from the end of the good records.
-            use std::io::Seek;
-            (&file)
-                .seek(std::io::SeekFrom::Start(scan.good_len))
-                .map_err(|e| OpenError::io("seeking in", &path, e))?;
-            // Whatever survived the crash in the page cache becomes durable now.
-            file.sync_all()
-                .map_err(|e| OpenError::io("syncing", &path, e))?;
-            disk_bytes += scan.good_len;
-            let created = scan.header.as_ref().map_or(0, |h| h.created_ms);
-            segments.push_back(SegMeta {
-                first,
-                count: scan.records,
-                bytes: scan.good_len,
-                created_ms: created,
-                times: scan.times,
-            });
-            file
         }
         None => {
             let first = holes.iter().map(|h| h.to).max().unwrap_or(0);

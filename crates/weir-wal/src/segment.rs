@@ -63,6 +63,11 @@ pub(crate) struct Scan {
     /// Frames after the good prefix that were complete (CRC-valid or not) before the bytes
     /// stopped delimiting frames: what cutting at `good_len` loses.
     pub cut_records: u64,
+    /// After a damaged but delimited frame (a CRC error with a sound length), the last
+    /// CRC-valid frame that followed it: the records up to it (damaged ones included)
+    /// and the length up to its end. A torn write leaves no valid frame after a bad
+    /// one, so this is damage inside the segment, not a torn tail.
+    pub valid_after_damage: Option<(u64, u64)>,
     pub times: TimeIndex,
     pub last_time_ms: Option<u64>,
 }
@@ -79,6 +84,7 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
         good_len: file_len.min(SEGMENT_HEADER_LEN),
         problem: None,
         cut_records: 0,
+        valid_after_damage: None,
         times: TimeIndex::new(true),
         last_time_ms: None,
     };
@@ -91,11 +97,15 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
     loop {
         match reader.next_frame() {
             Ok(None) => break,
+            Ok(Some(_)) if scan.problem.is_some() => {
+                scan.cut_records += 1;
+                let consumed = file_len - SEGMENT_HEADER_LEN - reader.remaining();
+                scan.valid_after_damage = Some((
+                    scan.records + scan.cut_records,
+                    SEGMENT_HEADER_LEN + consumed,
+                ));
+            }
             Ok(Some(meta)) => {
-                if scan.problem.is_some() {
-                    scan.cut_records += 1;
-                    continue;
-                }
                 if scan.last_time_ms != Some(meta.time_ms) {
                     scan.times.push(first + scan.records, meta.time_ms);
                     scan.last_time_ms = Some(meta.time_ms);

@@ -130,23 +130,50 @@ async fn flipped_bytes_in_the_last_frame_are_cut() {
 }
 
 #[tokio::test]
-async fn a_flip_inside_the_last_segment_cuts_from_there_and_counts_records() {
+async fn a_flip_inside_the_last_segment_loses_only_that_record() {
     let base = tempfile::tempdir().unwrap();
     let segs = write_log(base.path(), 5).await;
     let seg = &segs[0];
     let mut bytes = fs::read(seg).unwrap();
     let frame = FRAME_HEADER_LEN as usize + SIZE;
-    // payload byte of record 2
+    // payload byte of record 2: its length still delimits it, and records 3 and 4 after
+    // it are sound (acknowledged). Before, everything from record 2 was cut as a torn
+    // tail, and offsets 2.. were given out again.
     bytes[SEGMENT_HEADER_LEN as usize + 2 * frame + 20] ^= 1;
     fs::write(seg, &bytes).unwrap();
     let (report, read) = reopen_and_read(base.path()).await;
-    assert_eq!(report.durable_end, 2);
-    assert_eq!(
-        report.truncated_records, 3,
-        "the bad record and the two after it"
-    );
-    assert_eq!(report.truncated_bytes, 3 * frame as u64);
-    assert_eq!(offsets(&read), vec![0, 1]);
+    assert_eq!(report.durable_end, 5, "{report:?}");
+    assert_eq!(report.truncated_records, 0, "{report:?}");
+    assert_eq!(report.truncated_bytes, 0, "{report:?}");
+    assert_eq!(offsets(&read), vec![0, 1, 3, 4]);
+    let gaps: Vec<&Gap> = read.iter().filter_map(|(g, _)| g.as_ref()).collect();
+    assert_eq!(gaps.len(), 1, "{read:?}");
+    assert_eq!(gaps[0].records(), 1, "{gaps:?}");
+    // The log goes on after the sealed segment; a later open agrees.
+    let (wal, report) = Wal::open(with_sink(small(base.path(), OnFull::Reject))).unwrap();
+    assert_eq!(report.durable_end, 5);
+    let at = wal.append(numbered(5, 1, SIZE)).await.unwrap();
+    assert_eq!(at.start, 5);
+    wal.close().await;
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.durable_end, 6, "{report:?}");
+    assert_eq!(offsets(&read), vec![0, 1, 3, 4, 5]);
+}
+
+#[tokio::test]
+async fn a_flip_inside_the_last_segment_with_a_torn_end_keeps_the_sound_records() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 5).await;
+    let seg = &segs[0];
+    let mut bytes = fs::read(seg).unwrap();
+    let frame = FRAME_HEADER_LEN as usize + SIZE;
+    bytes[SEGMENT_HEADER_LEN as usize + frame + 20] ^= 1; // record 1
+    bytes.truncate(bytes.len() - 10); // record 4 torn
+    fs::write(seg, &bytes).unwrap();
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.durable_end, 4, "{report:?}");
+    assert_eq!(report.truncated_bytes, (frame - 10) as u64, "{report:?}");
+    assert_eq!(offsets(&read), vec![0, 2, 3]);
 }
 
 #[tokio::test]
