@@ -76,6 +76,8 @@ fuzz_target="$(cd "$fuzz_target" && pwd)"
 # under the logs, so the clone stays clean.
 for crate in weir-wal weir; do
   for target in $(sed -n 's/^name = "\(.*\)"/\1/p' "crates/$crate/fuzz/Cargo.toml" | grep -v -- '-fuzz$'); do
+    # The main lock file's versions, so the fuzz build compiles what the suite tests.
+    [ -f "crates/$crate/fuzz/Cargo.lock" ] || cp Cargo.lock "crates/$crate/fuzz/Cargo.lock"
     corpus="$out/corpus-$target"
     mkdir -p "$corpus"
     if [ -d "crates/$crate/fuzz/seeds/$target" ]; then

@@ -78,15 +78,37 @@ fn write_payload(out: &mut Vec<u8>, payload: &[u8]) -> Result<(), EncodeError> {
             out.extend_from_slice(trimmed.as_bytes());
             return Ok(());
         }
-        // Pretty-printed JSON: re-serialize compactly so the line stays one line.
-        if let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
-            && serde_json::to_writer(&mut *out, &value).is_ok()
-        {
-            return Ok(());
-        }
+        // Pretty-printed JSON: drop the whitespace between tokens so the line stays one
+        // line. The tokens are kept as sent: a round trip through `serde_json::Value`
+        // would change floats by a unit in the last place, and refuse numbers beyond
+        // f64 (1e400) that are valid JSON.
+        compact_json(out, trimmed);
+        return Ok(());
     }
     write_json_str(out, text);
     Ok(())
+}
+
+/// Appends valid JSON `text` without the whitespace outside its strings (JSON strings
+/// hold no raw newline, so the result is one line).
+fn compact_json(out: &mut Vec<u8>, text: &str) {
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            continue;
+        }
+        out.push(b);
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +164,20 @@ mod tests {
             }
         );
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn pretty_json_keeps_its_tokens_as_sent() {
+        // Found by the ndjson fuzz target: through serde_json's Value this float came
+        // back one unit in the last place off, and 1e400 came back as a string.
+        let l = line(&record(
+            b"{\r\n \"i\": 11111111111008641e51,\r\n \"s\": \"a b\\\" \\n\",\n \"big\": 1e400\n}",
+        ));
+        assert!(
+            l.contains(r#""payload":{"i":11111111111008641e51,"s":"a b\" \n","big":1e400}"#),
+            "{l}"
+        );
+        assert_eq!(l.matches('\n').count(), 1);
     }
 
     #[test]
