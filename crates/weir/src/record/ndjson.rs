@@ -168,8 +168,9 @@ mod tests {
 
     #[test]
     fn pretty_json_keeps_its_tokens_as_sent() {
-        // Found by the ndjson fuzz target: through serde_json's Value this float came
-        // back one unit in the last place off, and 1e400 came back as a string.
+        // Found by the ndjson fuzz target: through serde_json's Value a float came back
+        // one unit in the last place off (1.1111111111008641e67 as
+        // 1.111111111100864e67), and 1e400 came back as a string.
         let l = line(&record(
             b"{\r\n \"i\": 11111111111008641e51,\r\n \"s\": \"a b\\\" \\n\",\n \"big\": 1e400\n}",
         ));
