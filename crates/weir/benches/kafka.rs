@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Message};
 use run_support::kafka::{Tansu, tansu_bin};
-use run_support::process::{cpu_secs, peak_rss, report, run_child};
+use run_support::process::{Figures, cpu_secs, peak_rss, report, run_child};
 use run_support::{Daemon, free_addr, write_config};
 use serde_json::Value;
 
@@ -86,15 +86,15 @@ fn main() {
         println!(
             "{:<6} {:>11.0} {:>9.1} {:>11.0} {:>9.1} {:>6.2} {:>11.2} {:>11.2} {:>5} MiB {:>5} MiB",
             if size == 100 { "100 B" } else { "1 KiB" },
-            rate(weir.secs),
-            mb(weir.secs),
-            rate(bare.secs),
-            mb(bare.secs),
-            rate(weir.secs) / rate(bare.secs),
-            cpu(weir.cpu_secs),
-            cpu(bare.cpu_secs),
-            weir.peak_rss >> 20,
-            bare.peak_rss >> 20,
+            rate(weir.f.secs),
+            mb(weir.f.secs),
+            rate(bare.f.secs),
+            mb(bare.f.secs),
+            rate(weir.f.secs) / rate(bare.f.secs),
+            cpu(weir.f.cpu_secs),
+            cpu(bare.f.cpu_secs),
+            weir.f.peak_rss >> 20,
+            bare.f.peak_rss >> 20,
         );
     }
 
@@ -134,17 +134,16 @@ fn main() {
             r.held_max >> 10,
             r.kafka["pauses"].as_u64().unwrap_or(0),
             r.kafka["rebalances"].as_u64().unwrap_or(0),
-            r.peak_rss >> 20,
-            r.secs,
+            r.f.peak_rss >> 20,
+            r.f.secs,
             r.kafka["gap_offsets"].as_u64().unwrap_or(0),
         );
     }
 }
 
 struct Run {
-    secs: f64,
-    cpu_secs: f64,
-    peak_rss: u64,
+    /// Elapsed, CPU and peak RSS.
+    f: Figures,
     /// The most bytes held, as sampled.
     held_max: u64,
     /// `/status` `sources.kf.kafka` at the end.
@@ -160,9 +159,7 @@ fn run_bare(brokers: &str, topic: &str, n: u64) -> Run {
         ("BARE_N", n.to_string()),
     ]);
     Run {
-        secs: f.secs,
-        cpu_secs: f.cpu_secs,
-        peak_rss: f.peak_rss,
+        f,
         held_max: 0,
         kafka: Value::Null,
     }
@@ -303,9 +300,11 @@ inputs = ["kf"]
         std::thread::sleep(Duration::from_millis(20));
     };
     let run = Run {
-        secs: started.elapsed().as_secs_f64(),
-        cpu_secs: cpu_secs(pid),
-        peak_rss: peak_rss(pid),
+        f: Figures {
+            secs: started.elapsed().as_secs_f64(),
+            cpu_secs: cpu_secs(pid),
+            peak_rss: peak_rss(pid),
+        },
         held_max,
         kafka,
     };

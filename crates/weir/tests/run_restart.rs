@@ -13,32 +13,7 @@ use std::time::Duration;
 use run_support::{Daemon, free_addr, ndjson_lines, post, write_config};
 
 fn config(dir: &Path, status: SocketAddr, http: SocketAddr) -> String {
-    format!(
-        r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-shutdown_timeout = "10s"
-
-[wal]
-max_disk = "64 MiB"
-segment_bytes = "256 KiB"
-on_full = "block"
-
-[sources.api]
-type = "http"
-listen = "{http}"
-admission_timeout = "2s"
-
-[sinks.out]
-type = "file"
-inputs = ["api"]
-path = "{out}"
-rotate = {{ bytes = "64 KiB" }}
-"#,
-        data = dir.join("data").display(),
-        out = dir.join("out").display(),
-    )
+    run_support::http_to_file_config(dir, status, http, "10s", "64 KiB")
 }
 
 /// Posts `lines` NDJSON records with ids `first..first+lines`; true if acknowledged.

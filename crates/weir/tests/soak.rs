@@ -77,32 +77,7 @@ fn post_batch(http: SocketAddr, first: u64, lines: u64, pad: usize) -> Option<(u
 }
 
 fn kill_config(dir: &Path, status: SocketAddr, http: SocketAddr) -> String {
-    format!(
-        r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-shutdown_timeout = "5s"
-
-[wal]
-max_disk = "64 MiB"
-segment_bytes = "256 KiB"
-on_full = "block"
-
-[sources.api]
-type = "http"
-listen = "{http}"
-admission_timeout = "2s"
-
-[sinks.out]
-type = "file"
-inputs = ["api"]
-path = "{out}"
-rotate = {{ bytes = "256 KiB" }}
-"#,
-        data = dir.join("data").display(),
-        out = dir.join("out").display(),
-    )
+    run_support::http_to_file_config(dir, status, http, "5s", "256 KiB")
 }
 
 #[test]

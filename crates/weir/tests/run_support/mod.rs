@@ -34,6 +34,44 @@ pub struct Daemon {
     pub stderr_path: PathBuf,
 }
 
+/// The config of an HTTP → WAL → file pipeline under `dir`: source `api` on `http`, a
+/// 64 MiB WAL of 256 KiB segments (`block`), admission waits of 2 s, and a file sink
+/// `out` in `dir/out` rotating at `rotate`; `shutdown_timeout` as given.
+pub fn http_to_file_config(
+    dir: &std::path::Path,
+    status: std::net::SocketAddr,
+    http: std::net::SocketAddr,
+    shutdown_timeout: &str,
+    rotate: &str,
+) -> String {
+    format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status}"
+shutdown_timeout = "{shutdown_timeout}"
+
+[wal]
+max_disk = "64 MiB"
+segment_bytes = "256 KiB"
+on_full = "block"
+
+[sources.api]
+type = "http"
+listen = "{http}"
+admission_timeout = "2s"
+
+[sinks.out]
+type = "file"
+inputs = ["api"]
+path = "{out}"
+rotate = {{ bytes = "{rotate}" }}
+"#,
+        data = dir.join("data").display(),
+        out = dir.join("out").display(),
+    )
+}
+
 /// Writes `config` to `dir/weir.toml`.
 pub fn write_config(dir: &Path, config: &str) -> PathBuf {
     let path = dir.join("weir.toml");

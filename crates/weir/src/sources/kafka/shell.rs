@@ -520,6 +520,8 @@ async fn poll_loop(
             m = tokio::time::timeout(POLL_TICK, consumer.recv()) => m,
         };
         let Ok(first) = first else { continue };
+        // One clock read for what this poll takes (it is there already).
+        let fetched_at = now();
         let mut next = Some(first);
         let mut taken = 0usize;
         while let Some(m) = next.take() {
@@ -533,6 +535,7 @@ async fn poll_loop(
                         &mut batch,
                         &mut wire,
                         max_batch_bytes,
+                        fetched_at,
                     );
                 }
                 Err(e) => {
@@ -581,7 +584,11 @@ fn apply_commit(shared: &Shared, outcome: Result<CommitOutcome, tokio::task::Joi
     }
 }
 
-/// Encodes one record into the unit being built.
+/// Encodes one record, fetched at `at`, into the unit being built.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the poll loop's buffers, passed down"
+)]
 fn take(
     name: &str,
     shared: &Shared,
@@ -590,6 +597,7 @@ fn take(
     batch: &mut Batch,
     wire: &mut Vec<u8>,
     max_batch_bytes: u64,
+    at: Timestamp,
 ) {
     let partition = (m.topic().to_owned(), m.partition());
     let payload = m.payload().unwrap_or_default();
@@ -601,7 +609,7 @@ fn take(
     if let Some(g) = gap {
         warn_gap(name, &g);
     }
-    unit.tag.add(&fetched, bytes, now());
+    unit.tag.add(&fetched, bytes, at);
     let framed = weir_wal::format::FRAME_HEADER_LEN + bytes;
     if framed > max_batch_bytes {
         unit.oversize.push(Rejected {
@@ -713,7 +721,7 @@ fn start_read_committed(
     if running.as_ref().is_some_and(|h| !h.is_finished()) {
         return;
     }
-    let new: Vec<Partition> = std::mem::take(
+    let mut new: Vec<Partition> = std::mem::take(
         &mut *shared
             .assigned
             .lock()
@@ -722,6 +730,9 @@ fn start_read_committed(
     if new.is_empty() {
         return;
     }
+    // Assignments made while a read ran may name a partition twice.
+    new.sort_unstable();
+    new.dedup();
     // Answers apply only to partitions still in this generation.
     let generation = shared.core().generation();
     let mut tpl = TopicPartitionList::new();
