@@ -47,6 +47,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
+    // Before the runtime's threads allocate: large buffers stay in their own
+    // mappings, so RSS follows what is live (see runtime::malloc).
+    crate::runtime::malloc::pin_mmap_threshold();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weir")

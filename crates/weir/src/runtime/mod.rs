@@ -43,6 +43,7 @@
 
 pub mod fds;
 pub mod live;
+pub mod malloc;
 pub mod status;
 pub mod wal;
 

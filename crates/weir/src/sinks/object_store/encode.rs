@@ -5,8 +5,7 @@
 
 use std::io::Write;
 
-use bytes::buf::Writer;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::config::{NdjsonCompression, ObjectStoreConfig};
 use crate::pipeline::Unencodable;
@@ -43,30 +42,110 @@ impl Encoding {
 }
 
 enum Ndjson {
-    Plain(Writer<BytesMut>),
-    Gzip(flate2::write::GzEncoder<Writer<BytesMut>>),
-    Zstd(zstd::stream::write::Encoder<'static, Writer<BytesMut>>),
+    Plain(Parts),
+    Gzip(flate2::write::GzEncoder<Parts>),
+    Zstd(zstd::stream::write::Encoder<'static, Parts>),
 }
 
 enum Inner {
-    Parquet(Box<ParquetEncoder<Writer<BytesMut>>>),
+    Parquet(Box<ParquetEncoder<Parts>>),
     Ndjson(Ndjson),
+}
+
+/// The encoder's output: bytes fill parts of exactly `size` bytes, each its own
+/// allocation, grown by doubling up to `size` and never past it. A part that fills is
+/// set aside whole and the next byte starts a new one.
+///
+/// A part cut off a shared growing buffer (`BytesMut::split_to`) would keep the whole
+/// buffer alive, up to twice its own size after the buffer's last doubling, for as long
+/// as its upload lasts: `upload_concurrency` parts uploading pinned about twice
+/// `upload_concurrency × part_size`.
+struct Parts {
+    size: usize,
+    filling: Vec<u8>,
+    full: Vec<Bytes>,
+    /// Bytes of the parts already taken.
+    taken: u64,
+}
+
+impl Parts {
+    fn new(size: usize) -> Self {
+        Self {
+            size,
+            filling: Vec::new(),
+            full: Vec::new(),
+            taken: 0,
+        }
+    }
+
+    /// Bytes written so far.
+    fn written(&self) -> u64 {
+        self.taken + self.held_full() + self.filling.len() as u64
+    }
+
+    fn held_full(&self) -> u64 {
+        self.full.iter().map(|p| p.len() as u64).sum()
+    }
+
+    /// Bytes of memory held: full parts not yet taken and the part being filled
+    /// (its capacity, not its length).
+    fn held(&self) -> u64 {
+        self.held_full() + self.filling.capacity() as u64
+    }
+
+    /// Moves the full parts into `parts`.
+    fn take(&mut self, parts: &mut Vec<Bytes>) {
+        for part in self.full.drain(..) {
+            self.taken += part.len() as u64;
+            parts.push(part);
+        }
+    }
+
+    /// Every part: the full ones, and the last, shorter one (possibly empty; when the
+    /// bytes end on a part boundary, the last full part).
+    fn finish(mut self) -> (Vec<Bytes>, Bytes) {
+        let mut filling = std::mem::take(&mut self.filling);
+        if filling.is_empty()
+            && let Some(last) = self.full.pop()
+        {
+            return (self.full, last);
+        }
+        filling.shrink_to_fit();
+        (self.full, Bytes::from(filling))
+    }
+}
+
+impl Write for Parts {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.size - self.filling.len());
+        let needed = self.filling.len() + n;
+        if needed > self.filling.capacity() {
+            let grown = (self.filling.capacity() * 2).max(needed).min(self.size);
+            self.filling.reserve_exact(grown - self.filling.len());
+        }
+        self.filling.extend_from_slice(&buf[..n]);
+        if self.filling.len() == self.size {
+            let part = std::mem::take(&mut self.filling);
+            self.full.push(Bytes::from(part));
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// One object being encoded.
 pub struct ObjectEncoder {
     inner: Inner,
-    /// Bytes already cut into parts.
-    cut: u64,
     /// A line being built (NDJSON).
     line: Vec<u8>,
 }
 
 impl std::fmt::Debug for ObjectEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObjectEncoder")
-            .field("cut", &self.cut)
-            .finish_non_exhaustive()
+        f.debug_struct("ObjectEncoder").finish_non_exhaustive()
     }
 }
 
@@ -75,13 +154,14 @@ fn text(e: impl std::fmt::Display) -> String {
 }
 
 impl ObjectEncoder {
-    /// Starts an object.
+    /// Starts an object whose bytes are cut into parts of `part_size`.
     ///
     /// # Errors
     ///
     /// The encoder could not start (a Parquet header, a compressor).
-    pub fn new(encoding: &Encoding) -> Result<Self, String> {
-        let out = BytesMut::new().writer();
+    pub fn new(encoding: &Encoding, part_size: u64) -> Result<Self, String> {
+        let size = usize::try_from(part_size).unwrap_or(usize::MAX).max(1);
+        let out = Parts::new(size);
         let inner = match encoding {
             Encoding::Parquet(settings) => {
                 Inner::Parquet(Box::new(ParquetEncoder::new(out, settings).map_err(text)?))
@@ -96,23 +176,23 @@ impl ObjectEncoder {
         };
         Ok(Self {
             inner,
-            cut: 0,
             line: Vec::new(),
         })
     }
 
-    fn buffer(&mut self) -> &mut BytesMut {
+    fn output(&mut self) -> &mut Parts {
         match &mut self.inner {
-            Inner::Parquet(p) => p.output_mut().get_mut(),
-            Inner::Ndjson(Ndjson::Plain(w)) => w.get_mut(),
-            Inner::Ndjson(Ndjson::Gzip(g)) => g.get_mut().get_mut(),
-            Inner::Ndjson(Ndjson::Zstd(z)) => z.get_mut().get_mut(),
+            Inner::Parquet(p) => p.output_mut(),
+            Inner::Ndjson(Ndjson::Plain(w)) => w,
+            Inner::Ndjson(Ndjson::Gzip(g)) => g.get_mut(),
+            Inner::Ndjson(Ndjson::Zstd(z)) => z.get_mut(),
         }
     }
 
-    /// Appends `records`; whole parts are cut into `parts` as the buffer fills, so that
-    /// it never holds more than `part_size` plus what one record (NDJSON) or one row
-    /// group flush (Parquet) adds. Records NDJSON cannot encode go to `rejects`.
+    /// Appends `records`; the parts that fill are moved into `parts`, so that the
+    /// encoder never holds more than the part being filled plus what one record
+    /// (NDJSON) or one row group flush (Parquet) adds. Records NDJSON cannot encode go
+    /// to `rejects`.
     ///
     /// # Errors
     ///
@@ -120,13 +200,12 @@ impl ObjectEncoder {
     pub fn append(
         &mut self,
         records: &[Record],
-        part_size: u64,
         parts: &mut Vec<Bytes>,
         rejects: &mut Vec<Unencodable>,
     ) -> Result<(), String> {
         if let Inner::Parquet(p) = &mut self.inner {
             p.append(records).map_err(text)?;
-            self.cut_parts(part_size, parts);
+            self.output().take(parts);
             return Ok(());
         }
         for record in records {
@@ -147,18 +226,9 @@ impl ObjectEncoder {
                 Ndjson::Zstd(z) => z.write_all(&self.line),
             };
             written.map_err(text)?;
-            self.cut_parts(part_size, parts);
+            self.output().take(parts);
         }
         Ok(())
-    }
-
-    fn cut_parts(&mut self, part_size: u64, parts: &mut Vec<Bytes>) {
-        let size = usize::try_from(part_size).unwrap_or(usize::MAX);
-        while self.buffer().len() >= size {
-            let part = self.buffer().split_to(size).freeze();
-            self.cut += part.len() as u64;
-            parts.push(part);
-        }
     }
 
     /// The object's size so far (parts cut, bytes buffered, a row group in progress).
@@ -167,21 +237,22 @@ impl ObjectEncoder {
             Inner::Parquet(p) => p.buffered_bytes(),
             Inner::Ndjson(_) => 0,
         };
-        self.cut + self.buffer().len() as u64 + in_progress
+        self.output().written() + in_progress
     }
 
-    /// Bytes held in memory: the buffer and a Parquet row group in progress.
+    /// Bytes held in memory: the part being filled (its allocation) and a Parquet row
+    /// group in progress.
     pub fn held(&mut self) -> u64 {
         let in_progress = match &self.inner {
             Inner::Parquet(p) => p.buffered_bytes(),
             Inner::Ndjson(_) => 0,
         };
-        self.buffer().len() as u64 + in_progress
+        self.output().held() + in_progress
     }
 
     /// Ends the object (a Parquet footer recording `footer` and the offsets
     /// `first..=last`, or the compressor's trailer); returns the whole parts still to
-    /// send and the last, shorter one (possibly empty).
+    /// send and the last one, at most `part_size` (possibly empty).
     ///
     /// # Errors
     ///
@@ -191,19 +262,119 @@ impl ObjectEncoder {
         footer: &FooterMetadata,
         first: u64,
         last: u64,
-        part_size: u64,
     ) -> Result<(Vec<Bytes>, Bytes), String> {
-        let mut rest = match self.inner {
-            Inner::Parquet(p) => p.finish(footer, first, last).map_err(text)?.into_inner(),
-            Inner::Ndjson(Ndjson::Plain(w)) => w.into_inner(),
-            Inner::Ndjson(Ndjson::Gzip(g)) => g.finish().map_err(text)?.into_inner(),
-            Inner::Ndjson(Ndjson::Zstd(z)) => z.finish().map_err(text)?.into_inner(),
+        let parts = match self.inner {
+            Inner::Parquet(p) => p.finish(footer, first, last).map_err(text)?,
+            Inner::Ndjson(Ndjson::Plain(w)) => w,
+            Inner::Ndjson(Ndjson::Gzip(g)) => g.finish().map_err(text)?,
+            Inner::Ndjson(Ndjson::Zstd(z)) => z.finish().map_err(text)?,
         };
-        let size = usize::try_from(part_size).unwrap_or(usize::MAX);
-        let mut parts = Vec::new();
-        while rest.len() > size {
-            parts.push(rest.split_to(size).freeze());
+        Ok(parts.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` records with `size` pseudo-random hex digits each, so that Parquet's
+    /// compression cannot shrink them to nothing.
+    fn records(n: usize, size: usize) -> Vec<Record> {
+        let source: std::sync::Arc<str> = "gen".into();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut pad = move || -> String {
+            (0..size)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from_digit((state % 16) as u32, 16).expect("a hex digit")
+                })
+                .collect()
+        };
+        (0..n)
+            .map(|i| Record {
+                source: std::sync::Arc::clone(&source),
+                key: format!("k{}", i % 7),
+                timestamp_ms: 1_700_000_000_000 + i as i64,
+                payload: Bytes::from(format!("{{\"i\":{i},\"pad\":\"{}\"}}", pad())),
+                attributes: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn footer() -> FooterMetadata {
+        FooterMetadata {
+            config_hash: "sha256:0123abcd".to_owned(),
+            on_full: weir_wal::OnFull::Block,
         }
-        Ok((parts, rest.freeze()))
+    }
+
+    /// Every part is the only owner of an allocation no larger than itself, so the
+    /// parts uploading hold `upload_concurrency × part_size` and no more.
+    fn assert_parts_own_their_bytes(parts: Vec<Bytes>, part_size: usize) {
+        for (i, part) in parts.into_iter().enumerate() {
+            let len = part.len();
+            assert!(len <= part_size, "part {i}: {len} > {part_size}");
+            let owned = part
+                .try_into_mut()
+                .unwrap_or_else(|_| panic!("part {i} shares its allocation"));
+            assert_eq!(owned.capacity(), len, "part {i}: capacity beyond its bytes");
+        }
+    }
+
+    fn encode(encoding: &Encoding, part_size: usize) -> (Vec<Bytes>, u64) {
+        let mut encoder = ObjectEncoder::new(encoding, part_size as u64).unwrap();
+        let (mut parts, mut rejects, mut max_held) = (Vec::new(), Vec::new(), 0);
+        for chunk in records(6000, 300).chunks(250) {
+            encoder.append(chunk, &mut parts, &mut rejects).unwrap();
+            max_held = max_held.max(encoder.held());
+        }
+        assert!(rejects.is_empty());
+        let (rest_parts, last) = encoder.finish(&footer(), 0, 5999).unwrap();
+        parts.extend(rest_parts);
+        parts.push(last);
+        (parts, max_held)
+    }
+
+    #[test]
+    fn ndjson_parts_are_exact_allocations() {
+        let part_size = 256 * 1024;
+        let (parts, max_held) = encode(&Encoding::Ndjson(NdjsonCompression::None), part_size);
+        assert!(parts.len() > 4, "{} parts", parts.len());
+        let total: usize = parts.iter().map(Bytes::len).sum();
+        assert!(
+            parts[..parts.len() - 1]
+                .iter()
+                .all(|p| p.len() == part_size)
+        );
+        assert!(total > 6000 * 300);
+        // The part being filled never grows past part_size.
+        assert!(max_held <= part_size as u64, "{max_held}");
+        assert_parts_own_their_bytes(parts, part_size);
+    }
+
+    #[test]
+    fn parquet_parts_are_exact_allocations() {
+        let settings = crate::sinks::parquet::ParquetEncoding {
+            row_group_rows: 65_536.try_into().expect("non-zero"),
+            row_group_bytes: crate::keys::ByteSize::new(64 * 1024).expect("non-zero"),
+            compression: crate::sinks::parquet::Compression::Zstd,
+        };
+        let encoding = Encoding::Parquet(Box::new(EncoderSettings::new(&settings)));
+        let part_size = 128 * 1024;
+        let (parts, _) = encode(&encoding, part_size);
+        assert!(parts.len() > 2, "{} parts", parts.len());
+        assert_parts_own_their_bytes(parts, part_size);
+    }
+
+    #[test]
+    fn an_object_ending_on_a_part_boundary_ends_with_that_part() {
+        let mut encoder =
+            ObjectEncoder::new(&Encoding::Ndjson(NdjsonCompression::None), 4).unwrap();
+        encoder.output().write_all(b"abcdefgh").unwrap();
+        let (parts, last) = encoder.finish(&footer(), 0, 0).unwrap();
+        assert_eq!(parts, vec![Bytes::from_static(b"abcd")]);
+        assert_eq!(last, Bytes::from_static(b"efgh"));
     }
 }

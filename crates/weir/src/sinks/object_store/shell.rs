@@ -562,7 +562,8 @@ impl ObjectStoreSink {
         let recorded = self.recorded.get(&first);
         let key = recorded.map_or_else(|| self.naming.key(first, time_ms), |r| r.key.clone());
         let boundary = recorded.and_then(|r| r.last);
-        let encoder = ObjectEncoder::new(&self.encoding).map_err(|e| abandoned(&self.name, e))?;
+        let encoder = ObjectEncoder::new(&self.encoding, self.config.part_size.bytes())
+            .map_err(|e| abandoned(&self.name, e))?;
         self.open = Some(OpenObject {
             first,
             key,
@@ -599,12 +600,11 @@ impl ObjectStoreSink {
         let batch = Arc::clone(batch);
         let open = self.open.as_mut().expect("encode runs with an object open");
         let mut encoder = open.encoder.take().expect("the encoder is in place");
-        let part_size = self.config.part_size.bytes();
         let (encoder, result, mut new_rejects) = tokio::task::spawn_blocking(move || {
             let mut parts = Vec::new();
             let mut rejects = Vec::new();
             let result = encoder
-                .append(&batch.records[range], part_size, &mut parts, &mut rejects)
+                .append(&batch.records[range], &mut parts, &mut rejects)
                 .map(|()| parts);
             (encoder, result, rejects)
         })
@@ -681,13 +681,9 @@ impl ObjectStoreSink {
             return Ok(());
         };
         let encoder = open.encoder.take().expect("the encoder is in place");
-        let (footer, first, part_size) = (
-            self.footer.clone(),
-            open.first,
-            self.config.part_size.bytes(),
-        );
+        let (footer, first) = (self.footer.clone(), open.first);
         let (parts, rest) =
-            tokio::task::spawn_blocking(move || encoder.finish(&footer, first, last, part_size))
+            tokio::task::spawn_blocking(move || encoder.finish(&footer, first, last))
                 .await
                 .map_err(|_| SinkError::Cancelled)?
                 .map_err(|e| abandoned(&self.name, e))?;
