@@ -375,7 +375,7 @@ fn main() {
     }
     // `cargo bench` passes `--bench`; nothing else is read from the arguments.
     // The allocator as `weir run` sets it, for the in-process sink and loop alike.
-    weir::runtime::malloc::pin_mmap_threshold();
+    weir::runtime::malloc::pin_thresholds();
     let server = S3Server::start();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -49,7 +49,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // Before the runtime's threads allocate: large buffers stay in their own
     // mappings, so RSS follows what is live (see runtime::malloc).
-    crate::runtime::malloc::pin_mmap_threshold();
+    crate::runtime::malloc::pin_thresholds();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weir")
