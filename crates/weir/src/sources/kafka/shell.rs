@@ -440,7 +440,7 @@ async fn poll_loop(
         oversize: Vec::new(),
     };
     let mut batch = Batch::new();
-    let mut wire = Vec::new();
+    let mut scratch = Scratch::default();
     let mut last_commit = Instant::now();
     let mut last_lag = Instant::now();
     let mut committing: Option<tokio::task::JoinHandle<CommitOutcome>> = None;
@@ -533,7 +533,7 @@ async fn poll_loop(
                         &m,
                         &mut current,
                         &mut batch,
-                        &mut wire,
+                        &mut scratch,
                         max_batch_bytes,
                         fetched_at,
                     );
@@ -584,6 +584,25 @@ fn apply_commit(shared: &Shared, outcome: Result<CommitOutcome, tokio::task::Joi
     }
 }
 
+/// What the poll loop reuses from record to record: the encoded record, and the key of
+/// the last record's partition (a poll's records mostly share one, so their lookups in
+/// the core make no new `String`).
+#[derive(Default)]
+struct Scratch {
+    wire: Vec<u8>,
+    partition: Partition,
+}
+
+impl Scratch {
+    /// The partition of `m`, made anew only when it differs from the last one's.
+    fn partition_of(&mut self, m: &BorrowedMessage<'_>) -> &Partition {
+        if self.partition.1 != m.partition() || self.partition.0 != m.topic() {
+            self.partition = (m.topic().to_owned(), m.partition());
+        }
+        &self.partition
+    }
+}
+
 /// Encodes one record, fetched at `at`, into the unit being built.
 #[allow(
     clippy::too_many_arguments,
@@ -595,15 +614,15 @@ fn take(
     m: &BorrowedMessage<'_>,
     unit: &mut Unit,
     batch: &mut Batch,
-    wire: &mut Vec<u8>,
+    scratch: &mut Scratch,
     max_batch_bytes: u64,
     at: Timestamp,
 ) {
-    let partition = (m.topic().to_owned(), m.partition());
     let payload = m.payload().unwrap_or_default();
-    encode(name, m, payload, wire);
-    let bytes = wire.len() as u64;
-    let Some((fetched, gap)) = shared.core().fetched(&partition, m.offset(), bytes) else {
+    encode(name, m, payload, &mut scratch.wire);
+    let bytes = scratch.wire.len() as u64;
+    let partition = scratch.partition_of(m);
+    let Some((fetched, gap)) = shared.core().fetched(partition, m.offset(), bytes) else {
         return;
     };
     if let Some(g) = gap {
@@ -624,7 +643,7 @@ fn take(
     if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
         unit.batches.push(std::mem::replace(batch, Batch::new()));
     }
-    if let Err(e) = batch.push(wire) {
+    if let Err(e) = batch.push(&scratch.wire) {
         shared.error(format!("a record does not fit the WAL: {e}"));
     }
 }
@@ -654,8 +673,8 @@ fn encode(name: &str, m: &BorrowedMessage<'_>, payload: &[u8], wire: &mut Vec<u8
         .timestamp()
         .to_millis()
         .unwrap_or_else(crate::record::now_ms);
-    let partition = m.partition().to_string();
-    let offset = m.offset().to_string();
+    let (mut partition, mut offset) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (partition, offset) = (partition.format(m.partition()), offset.format(m.offset()));
     let mut headers: Vec<(String, String)> = Vec::new();
     if let Some(h) = m.headers() {
         for header in h.iter() {
@@ -667,8 +686,8 @@ fn encode(name: &str, m: &BorrowedMessage<'_>, payload: &[u8], wire: &mut Vec<u8
         }
     }
     let fixed = [
-        ("kafka.offset", offset.as_str()),
-        ("kafka.partition", partition.as_str()),
+        ("kafka.offset", offset),
+        ("kafka.partition", partition),
         ("kafka.topic", m.topic()),
     ];
     let attributes = headers
