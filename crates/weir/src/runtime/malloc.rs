@@ -29,13 +29,15 @@ pub const MMAP_THRESHOLD: usize = 1 << 20;
 pub const TRIM_THRESHOLD: usize = 2 << 20;
 
 /// Pins glibc's mmap threshold at [`MMAP_THRESHOLD`] and its trim threshold at
-/// [`TRIM_THRESHOLD`], each unless the environment sets it. Returns whether the mmap
-/// threshold was pinned here (false elsewhere than on glibc).
-pub fn pin_thresholds() -> bool {
+/// [`TRIM_THRESHOLD`], each unless the environment sets it (nothing elsewhere than on
+/// glibc).
+pub fn pin_thresholds() {
     if std::env::var_os("MALLOC_TRIM_THRESHOLD_").is_none() {
         set(Param::Trim, TRIM_THRESHOLD);
     }
-    std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() && set(Param::Mmap, MMAP_THRESHOLD)
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        set(Param::Mmap, MMAP_THRESHOLD);
+    }
 }
 
 #[derive(Clone, Copy)]
