@@ -1,11 +1,13 @@
 //! [`Batch`]: records encoded into frames by the appender, written as one piece.
 
-use crate::format::{FrameReader, MAX_RECORD_BYTES, encode_frame};
+use crate::format::{BatchMark, FrameReader, MARK_LEN, MAX_RECORD_BYTES, encode_frame};
 
 /// A batch of records, already framed (length, CRC, time, payload), ready to append.
 ///
 /// Encoding (and CRC computation) happens on the appender's side, so the writer thread
-/// only writes and fsyncs. All records of a batch carry the batch's append time.
+/// only writes and fsyncs, after filling in the batch mark in front of the frames (24
+/// bytes: the offsets it gives the batch, see [`format`](crate::format)). All records
+/// of a batch carry the batch's append time.
 ///
 /// # Examples
 ///
@@ -16,7 +18,7 @@ use crate::format::{FrameReader, MAX_RECORD_BYTES, encode_frame};
 /// batch.push(b"first").unwrap();
 /// batch.push(b"second").unwrap();
 /// assert_eq!(batch.len(), 2);
-/// assert_eq!(batch.encoded_len(), 2 * 16 + 5 + 6);
+/// assert_eq!(batch.encoded_len(), 24 + 2 * 16 + 5 + 6);
 /// let payloads: Vec<Vec<u8>> = batch.payloads().collect();
 /// assert_eq!(payloads, [b"first".to_vec(), b"second".to_vec()]);
 /// ```
@@ -46,7 +48,7 @@ impl Batch {
     /// An empty batch stamped with `time_ms` (ms since the UNIX epoch).
     pub fn with_time_ms(time_ms: u64) -> Self {
         Batch {
-            buf: Vec::new(),
+            buf: vec![0; MARK_LEN as usize],
             records: 0,
             time_ms,
         }
@@ -76,7 +78,7 @@ impl Batch {
         self.records == 0
     }
 
-    /// Bytes the batch takes in a segment (frame headers included).
+    /// Bytes the batch takes in a segment (its mark and frame headers included).
     pub fn encoded_len(&self) -> u64 {
         self.buf.len() as u64
     }
@@ -88,14 +90,15 @@ impl Batch {
 
     /// Empties the batch, keeping its buffer, and restamps it with `time_ms`.
     pub fn clear(&mut self, time_ms: u64) {
-        self.buf.clear();
+        self.buf.truncate(MARK_LEN as usize);
         self.records = 0;
         self.time_ms = time_ms;
     }
 
     /// The payloads, in order (for a batch handed back by a refused append).
     pub fn payloads(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
-        let mut reader = FrameReader::new(&self.buf[..], self.buf.len() as u64);
+        let frames = &self.buf[MARK_LEN as usize..];
+        let mut reader = FrameReader::new(frames, frames.len() as u64);
         std::iter::from_fn(move || match reader.next_frame() {
             Ok(Some(_)) => Some(reader.payload().to_vec()),
             _ => None,
@@ -104,6 +107,18 @@ impl Batch {
 
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf
+    }
+
+    /// Fills in the mark: the batch's records get offsets from `first` on. Batches hold
+    /// at most `u32::MAX` bytes (`max_pending_bytes` is bounded so).
+    pub(crate) fn set_first_offset(&mut self, first: u64) {
+        let frames = self.buf.len() - MARK_LEN as usize;
+        let mark = BatchMark {
+            first,
+            records: u32::try_from(self.records).unwrap_or(u32::MAX),
+            bytes: u32::try_from(frames).unwrap_or(u32::MAX),
+        };
+        self.buf[..MARK_LEN as usize].copy_from_slice(&mark.encode());
     }
 }
 

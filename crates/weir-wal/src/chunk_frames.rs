@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::{Buf, Bytes};
 
-use crate::format::{FRAME_HEADER_LEN, FrameError, FrameMeta, MAX_RECORD_BYTES, frame_crc};
+use crate::format::{
+    BatchEnd, FRAME_HEADER_LEN, FrameError, FrameMeta, MARK_LEN, MAX_RECORD_BYTES, MarkCheck,
+    decode_mark, frame_crc, is_mark,
+};
 
 /// The most bytes read from a segment file at once (unless a frame is larger).
 const MAX_CHUNK: usize = 1024 * 1024;
@@ -128,12 +131,14 @@ pub(crate) struct ChunkFrames {
     /// Read and not yet parsed.
     buf: Bytes,
     pool: ChunkPool,
+    marks: MarkCheck,
 }
 
 impl ChunkFrames {
     /// Frames from `file`, positioned at body byte `read` (after the segment header),
-    /// with `remaining` bytes of frames after it.
-    pub(crate) fn new(file: File, read: u64, remaining: u64, pool: ChunkPool) -> Self {
+    /// with `remaining` bytes of frames after it; the record there has offset `offset`
+    /// (batch marks are checked against it).
+    pub(crate) fn new(file: File, read: u64, remaining: u64, pool: ChunkPool, offset: u64) -> Self {
         #[cfg(target_os = "linux")]
         {
             // Read ahead harder: a replay reads the file front to back. Only advice.
@@ -145,7 +150,16 @@ impl ChunkFrames {
             read,
             buf: Bytes::new(),
             pool,
+            marks: MarkCheck {
+                offset: Some(offset),
+                batch: None,
+            },
         }
+    }
+
+    /// The batch being read (body positions), if its mark was read.
+    pub(crate) fn batch(&self) -> Option<BatchEnd> {
+        self.marks.batch
     }
 
     /// The body byte (after the segment header) where the next frame starts.
@@ -191,9 +205,10 @@ impl ChunkFrames {
         Ok(())
     }
 
-    /// The next frame and its payload, or `None` when no bytes are left.
+    /// The next frame and its payload, or `None` when no bytes are left. A batch mark
+    /// before the frame is consumed with it (and checked).
     pub(crate) fn next_frame(&mut self) -> Result<Option<(FrameMeta, Bytes)>, FrameError> {
-        let available = self.buf.len() as u64 + self.remaining;
+        let mut available = self.buf.len() as u64 + self.remaining;
         if available == 0 {
             return Ok(None);
         }
@@ -205,6 +220,33 @@ impl ChunkFrames {
             });
         }
         self.fill(header_len)?;
+        let mut mark_len = 0;
+        if is_mark(&self.buf) {
+            if available < MARK_LEN {
+                return Err(FrameError::Torn {
+                    needed: MARK_LEN,
+                    remaining: available,
+                });
+            }
+            self.fill(MARK_LEN as usize)?;
+            match decode_mark(&self.buf) {
+                // Checked before the mark is consumed: after an error, `position` is the
+                // mark's start.
+                Ok(Some(mark)) => self.marks.on_mark(&mark, self.position())?,
+                // A damaged mark loses nothing: the record count places what follows.
+                _ => self.marks.batch = None,
+            }
+            self.buf.advance(MARK_LEN as usize);
+            available -= MARK_LEN;
+            mark_len = MARK_LEN;
+            if available < FRAME_HEADER_LEN {
+                return Err(FrameError::Torn {
+                    needed: FRAME_HEADER_LEN,
+                    remaining: available,
+                });
+            }
+            self.fill(header_len)?;
+        }
         let header: [u8; FRAME_HEADER_LEN as usize] =
             self.buf[..header_len].try_into().expect("16 bytes");
         if header == [0; FRAME_HEADER_LEN as usize] {
@@ -237,6 +279,13 @@ impl ChunkFrames {
             // Lets the chunk's buffer go back to the pool once its payloads drop.
             self.buf = Bytes::new();
         }
-        Ok(Some((FrameMeta { time_ms, frame_len }, payload)))
+        self.marks.on_record();
+        Ok(Some((
+            FrameMeta {
+                time_ms,
+                frame_len: mark_len + frame_len,
+            },
+            payload,
+        )))
     }
 }

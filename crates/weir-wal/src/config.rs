@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::faults::IoFaults;
-use crate::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::format::{FRAME_HEADER_LEN, MARK_LEN, SEGMENT_HEADER_LEN};
 
 /// What an append does when the disk budget `max_disk` is reached. There is no default:
 /// it is the one place where acknowledged data may be lost, so it must be chosen.
@@ -269,7 +269,7 @@ impl WalConfigBuilder {
                 "on_full: required, no default; choose block, reject or drop_oldest".to_owned(),
             );
         }
-        let min_segment = SEGMENT_HEADER_LEN + FRAME_HEADER_LEN + 1;
+        let min_segment = SEGMENT_HEADER_LEN + MARK_LEN + FRAME_HEADER_LEN + 1;
         if self.segment_bytes < min_segment {
             problems.push(format!(
                 "segment_bytes: expected at least {min_segment}, found {}",
@@ -285,9 +285,18 @@ impl WalConfigBuilder {
             )),
             Some(_) => {}
         }
-        if self.max_pending_bytes < FRAME_HEADER_LEN {
+        let min_pending = MARK_LEN + FRAME_HEADER_LEN;
+        if self.max_pending_bytes < min_pending {
             problems.push(format!(
-                "max_pending_bytes: expected at least {FRAME_HEADER_LEN}, found {}",
+                "max_pending_bytes: expected at least {min_pending}, found {}",
+                self.max_pending_bytes
+            ));
+        }
+        // A batch mark records a batch's bytes in 32 bits.
+        if self.max_pending_bytes > u64::from(u32::MAX) {
+            problems.push(format!(
+                "max_pending_bytes: expected at most {} (4 GiB), found {}",
+                u32::MAX,
                 self.max_pending_bytes
             ));
         }

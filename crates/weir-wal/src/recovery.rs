@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use crate::config::{RecoveryScan, StartFrom, WalConfig};
 use crate::core::{Core, CursorState, Hole, SegMeta};
 use crate::error::OpenError;
-use crate::format::{HeaderError, SEGMENT_HEADER_LEN, decode_cursor, parse_segment_file_name};
+use crate::format::{
+    FORMAT_VERSION, HeaderError, SEGMENT_HEADER_LEN, SegmentHeader, decode_cursor,
+    parse_segment_file_name,
+};
 use crate::segment::{
     create_segment, quarantine, read_header, scan_segment, segment_path, sync_dir,
 };
@@ -320,7 +323,10 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
                 file.sync_all()
                     .map_err(|e| OpenError::io("syncing", &path, e))?;
                 disk_bytes += scan.good_len;
-                let created = scan.header.as_ref().map_or(0, |h| h.created_ms);
+                let (created, version) = scan
+                    .header
+                    .as_ref()
+                    .map_or((0, FORMAT_VERSION), |h| (h.created_ms, h.version));
                 segments.push_back(SegMeta {
                     first,
                     count: scan.records,
@@ -328,7 +334,15 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
                     created_ms: created,
                     times: scan.times,
                 });
-                file
+                if version == FORMAT_VERSION {
+                    file
+                } else {
+                    if scan.records > 0 {
+                        disk_bytes += SEGMENT_HEADER_LEN; // the segment that follows it
+                    }
+                    upgrade_active(dir, &path, file, first, scan.records, now_ms, &mut segments)
+                        .map_err(|e| OpenError::io("upgrading segment", &path, e))?
+                }
             }
         }
         None => {
@@ -433,6 +447,49 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
         evicted_records: 0,
     };
     Ok((Opened { core, active, lock }, report))
+}
+
+/// The active segment was written by an older release (format version 1, without batch
+/// marks): new batches must not go into it, or that release would read their marks as
+/// damage. With records, it is sealed where it ends and a version-2 segment follows it;
+/// with none, its header is rewritten in place (one 40-byte write, then fsync).
+fn upgrade_active(
+    dir: &Path,
+    path: &Path,
+    file: File,
+    first: u64,
+    records: u64,
+    now_ms: u64,
+    segments: &mut VecDeque<SegMeta>,
+) -> std::io::Result<File> {
+    if records == 0 {
+        use std::os::unix::fs::FileExt;
+        let header = SegmentHeader {
+            first_offset: first,
+            created_ms: now_ms,
+            version: FORMAT_VERSION,
+        };
+        file.write_all_at(&header.encode(), 0)?;
+        file.sync_data()?;
+        if let Some(active) = segments.back_mut() {
+            active.created_ms = now_ms;
+        }
+        tracing::info!(
+            segment = %path.display(),
+            "WAL segment {} is empty and of format version 1: rewritten as version {FORMAT_VERSION}",
+            path.display()
+        );
+        return Ok(file);
+    }
+    let end = first + records;
+    tracing::info!(
+        segment = %path.display(),
+        "WAL segment {} is of format version 1: sealed at offset {end}; new records go to a \
+         version-{FORMAT_VERSION} segment",
+        path.display()
+    );
+    segments.push_back(SegMeta::new(end, now_ms));
+    create_segment(dir, end, now_ms)
 }
 
 /// A sealed segment's problem, if any.

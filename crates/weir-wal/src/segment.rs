@@ -5,7 +5,8 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::format::{
-    FrameError, FrameReader, HeaderError, SEGMENT_HEADER_LEN, SegmentHeader, segment_file_name,
+    BatchEnd, FORMAT_VERSION, FrameError, FrameReader, HeaderError, SEGMENT_HEADER_LEN,
+    SegmentHeader, TIME_SLACK_MS, find_resync, segment_file_name,
 };
 use crate::time_index::TimeIndex;
 
@@ -33,6 +34,7 @@ pub(crate) fn create_segment(dir: &Path, first: u64, created_ms: u64) -> io::Res
     let header = SegmentHeader {
         first_offset: first,
         created_ms,
+        version: FORMAT_VERSION,
     };
     file.write_all(&header.encode())?;
     file.sync_data()?;
@@ -91,9 +93,13 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
     if scan.header.is_err() || file_len < SEGMENT_HEADER_LEN {
         return Ok(scan);
     }
-    let first = scan.header.as_ref().map_or(0, |h| h.first_offset);
+    let (first, version, created) = scan
+        .header
+        .as_ref()
+        .map_or((0, 0, 0), |h| (h.first_offset, h.version, h.created_ms));
     let body = BufReader::with_capacity(READ_BUFFER, file);
-    let mut reader = FrameReader::new(body, file_len - SEGMENT_HEADER_LEN);
+    let mut reader = FrameReader::new(body, file_len - SEGMENT_HEADER_LEN).at_offset(first);
+    let mut damaged_in: Option<BatchEnd> = None;
     loop {
         match reader.next_frame() {
             Ok(None) => break,
@@ -115,6 +121,9 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
             }
             Err(FrameError::Io(e)) => return Err(e),
             Err(err) => {
+                if scan.problem.is_none() {
+                    damaged_in = reader.batch();
+                }
                 let delimited = matches!(err, FrameError::Crc { .. });
                 if delimited {
                     scan.cut_records += 1;
@@ -128,7 +137,72 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
             }
         }
     }
+    if version >= 2 && scan.problem.is_some() {
+        // Batch marks place what follows the damage exactly; the guess above (a CRC
+        // error with a sound length is one record) is for version-1 segments only.
+        let lo = created.saturating_sub(TIME_SLACK_MS);
+        let hi = crate::now_ms().saturating_add(TIME_SLACK_MS);
+        scan.valid_after_damage =
+            placed_after_damage(path, first, scan.records, scan.good_len, damaged_in, lo, hi)?;
+    }
     Ok(scan)
+}
+
+/// After damage at the end of a segment's good prefix (`records` records, `good_len`
+/// bytes): the records placed after it by batch marks ([`find_resync`]), resyncing again
+/// after each further damage, as `(records up to the last placed one, bytes up to its
+/// end)`. `None` when nothing after the damage can be placed. Reads the rest of the file
+/// into memory, which only damage costs.
+fn placed_after_damage(
+    path: &Path,
+    first: u64,
+    records: u64,
+    good_len: u64,
+    batch: Option<BatchEnd>,
+    lo: u64,
+    hi: u64,
+) -> io::Result<Option<(u64, u64)>> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(good_len))?;
+    let mut rest = Vec::new();
+    file.read_to_end(&mut rest)?;
+    let body_at = good_len - SEGMENT_HEADER_LEN;
+    let mut batch = batch.filter(|b| b.pos >= body_at).map(|b| BatchEnd {
+        pos: b.pos - body_at,
+        offset: b.offset,
+    });
+    let mut pos = 0usize;
+    let mut damaged = first + records;
+    let mut placed = None;
+    while let Some((skip, offset)) = find_resync(&rest[pos..], damaged, batch, None, lo, hi) {
+        pos += skip;
+        let here = &rest[pos..];
+        let mut reader = FrameReader::new(here, here.len() as u64).at_offset(offset);
+        let mut consumed = 0u64;
+        let mut next = offset;
+        loop {
+            match reader.next_frame() {
+                Ok(Some(meta)) => {
+                    consumed += meta.frame_len;
+                    next += 1;
+                    placed = Some((next - first, good_len + (pos as u64) + consumed));
+                }
+                Ok(None) => return Ok(placed),
+                Err(_) => break,
+            }
+        }
+        batch = reader
+            .batch()
+            .filter(|b| b.pos >= consumed)
+            .map(|b| BatchEnd {
+                pos: b.pos - consumed,
+                offset: b.offset,
+            });
+        damaged = next;
+        pos += usize::try_from(consumed).unwrap_or(usize::MAX);
+    }
+    Ok(placed)
 }
 
 /// Moves a damaged segment into `<dir>/quarantine/`; returns its new path.

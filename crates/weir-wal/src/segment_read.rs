@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::chunk_frames::{ChunkFrames, ChunkPool};
 use crate::core::Locate;
 use crate::error::ReadError;
-use crate::format::{FRAME_HEADER_LEN, FrameError, MAX_RECORD_BYTES, SEGMENT_HEADER_LEN};
+use crate::format::{BatchEnd, FrameError, SEGMENT_HEADER_LEN, TIME_SLACK_MS, find_resync};
 use crate::reader::{Gap, ReadBatch, ReadLimits, Record};
 use crate::segment::segment_path;
 use crate::shared::Shared;
@@ -76,7 +76,7 @@ pub(crate) fn read_blocking(
                     let to = resumed.next;
                     resynced_gap(shared, next, to, &mut batch);
                     next = to;
-                    *open = Some(resumed);
+                    *open = Some(*resumed);
                     continue;
                 }
                 Err(OpenAtError::Damaged) => {
@@ -119,11 +119,12 @@ pub(crate) fn read_blocking(
                 Ok(None) | Err(_) => {
                     let damaged = o.next;
                     let at = o.frames.position();
+                    let in_batch = o.frames.batch();
                     *open = None;
                     if !batch.records.is_empty() || batch.gap.is_some() {
                         break 'outer; // the next read starts at the damage
                     }
-                    match resync(shared, first, damaged, at, pool) {
+                    match resync(shared, first, damaged, at, in_batch, pool) {
                         Ok(Some(resumed)) => {
                             let to = resumed.next;
                             resynced_gap(shared, damaged, to, &mut batch);
@@ -205,43 +206,50 @@ enum OpenAtError {
     Damaged,
     /// The position lies in a damaged range; reading resumes with `resumed`.
     Lost {
-        resumed: OpenSegment,
+        resumed: Box<OpenSegment>,
     },
 }
 
-/// Slack around a segment's lifetime for the append times of its records (clock steps).
-const TIME_SLACK_MS: u64 = 24 * 3600 * 1000;
-
-/// After damage at record `damaged`, whose frame starts at body byte `at` of the sealed
-/// segment starting at `first`: finds where reading can resume with every offset known.
+/// After damage at record `damaged`, whose frame (or batch mark) starts at body byte
+/// `at` of the segment starting at `first`: finds where reading can resume with every
+/// offset known ([`find_resync`]). `batch` is the batch the damage is in, when its mark
+/// was read. With batch marks (format version 2) this works in the active segment too;
+/// in a version-1 segment only a sealed one's end places the records after damage.
 ///
-/// The segment's records end at the next segment's first offset `end`, so frames that
-/// parse cleanly, CRC by CRC, from some byte after the damage exactly to the end of the
-/// file are the last `k` records: offsets `end - k ..`. The first such position is
-/// searched byte by byte, a candidate frame's append time first checked against the
-/// segment's lifetime (so random bytes are rarely CRC-checked). Only `[damaged, end - k)`
-/// is lost, and offsets after the damage never shift. `None` when nothing after the
-/// damage can be placed that way, or the segment is the active one (its end is not
-/// known): then the rest of the segment is lost, as before. Reads the remainder of the
-/// segment into memory (at most `segment_bytes`), which only damage costs.
+/// Reads the remainder of the segment into memory (at most `segment_bytes`), which only
+/// damage costs. `None` when nothing after the damage can be placed: then the rest of a
+/// sealed segment is lost, and the reader of the active one stops at the damage.
 fn resync(
     shared: &Shared,
     first: u64,
     damaged: u64,
     at: u64,
+    batch: Option<BatchEnd>,
     pool: &ChunkPool,
 ) -> std::io::Result<Option<OpenSegment>> {
-    let (end, lo, hi) = {
+    // A sealed segment's end is the next one's first offset; the active one's end is not
+    // known, and only what is durable may be placed.
+    let (file_end, durable, lo, hi) = {
         let core = shared.core();
         let mut segs = core.segments.iter().skip_while(|s| s.first != first);
-        let (Some(seg), Some(next_seg)) = (segs.next(), segs.next()) else {
-            return Ok(None); // the active segment, or gone
+        let Some(seg) = segs.next() else {
+            return Ok(None); // gone
         };
-        (
-            seg.end(),
-            seg.created_ms.saturating_sub(TIME_SLACK_MS),
-            next_seg.created_ms.saturating_add(TIME_SLACK_MS),
-        )
+        let lo = seg.created_ms.saturating_sub(TIME_SLACK_MS);
+        match segs.next() {
+            Some(next_seg) => (
+                Some(seg.end()),
+                seg.end(),
+                lo,
+                next_seg.created_ms.saturating_add(TIME_SLACK_MS),
+            ),
+            None => (
+                None,
+                core.durable_end,
+                lo,
+                crate::now_ms().saturating_add(TIME_SLACK_MS),
+            ),
+        }
     };
     let path = segment_path(&shared.dir, first);
     let mut file = match File::open(&path) {
@@ -253,20 +261,35 @@ fn resync(
     file.seek(SeekFrom::Start(body_start))?;
     let mut rest = Vec::new();
     file.read_to_end(&mut rest)?;
-    let Some(found) = find_resync(&rest, end.saturating_sub(damaged + 1), lo, hi) else {
+    let batch = batch.filter(|b| b.pos >= at).map(|b| BatchEnd {
+        pos: b.pos - at,
+        offset: b.offset,
+    });
+    let Some((skip, resumed)) = find_resync(&rest, damaged, batch, file_end, lo, hi) else {
         return Ok(None);
     };
-    let (skip, k) = found;
+    if resumed > durable {
+        return Ok(None); // not durable yet: placed by a later read
+    }
     let resume_at = body_start + skip as u64;
-    let resumed = end - k;
-    tracing::error!(
-        segment = %path.display(),
-        from = damaged,
-        to = resumed,
-        records = resumed - damaged,
-        "damaged WAL records skipped; reading resumes at offset {resumed} (byte {resume_at}), \
-         the {k} records after the damage parse to the segment's end"
-    );
+    if resumed == damaged {
+        tracing::warn!(
+            segment = %path.display(),
+            offset = damaged,
+            "damaged WAL batch mark at byte {body_start}, before offset {damaged}: no record \
+             is lost (the record count places the frames after it)"
+        );
+    } else {
+        tracing::error!(
+            segment = %path.display(),
+            from = damaged,
+            to = resumed,
+            records = resumed - damaged,
+            "damaged WAL records skipped: {} records ({damaged}..{resumed}) are lost; \
+             reading resumes at offset {resumed} (byte {resume_at})",
+            resumed - damaged
+        );
+    }
     let len = file.metadata()?.len();
     file.seek(SeekFrom::Start(resume_at))?;
     let frames = ChunkFrames::new(
@@ -274,6 +297,7 @@ fn resync(
         resume_at - SEGMENT_HEADER_LEN,
         len.saturating_sub(resume_at),
         pool.clone(),
+        resumed,
     );
     Ok(Some(OpenSegment {
         first,
@@ -283,48 +307,12 @@ fn resync(
     }))
 }
 
-/// In `rest` (the bytes from a damaged frame to the end of its segment): the first
-/// position after 0 from which frames parse cleanly to the very end, and how many there
-/// are (at most `max_records`); append times within `[lo, hi]`.
-fn find_resync(rest: &[u8], max_records: u64, lo: u64, hi: u64) -> Option<(usize, u64)> {
-    let header = FRAME_HEADER_LEN as usize;
-    let plausible = |p: usize| -> Option<usize> {
-        let h = rest.get(p..p + header)?;
-        let time = u64::from_le_bytes(h[8..16].try_into().ok()?);
-        if time < lo || time > hi {
-            return None;
-        }
-        let len = u32::from_le_bytes(h[0..4].try_into().ok()?);
-        if len > MAX_RECORD_BYTES {
-            return None;
-        }
-        let frame = header + len as usize;
-        let bytes = rest.get(p..p + frame)?;
-        let stored = u32::from_le_bytes(h[4..8].try_into().ok()?);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[0..4]), &bytes[8..]);
-        (crc == stored).then_some(frame)
-    };
-    'candidates: for start in 1..rest.len() {
-        let mut p = start;
-        let mut k = 0u64;
-        while p < rest.len() {
-            let Some(frame) = plausible(p) else {
-                continue 'candidates;
-            };
-            p += frame;
-            k += 1;
-            if k > max_records {
-                continue 'candidates;
-            }
-        }
-        return Some((start, k));
-    }
-    None
-}
-
 /// Counts a damaged range `[from, to)` the reader stepped over.
 fn resynced_gap(shared: &Shared, from: u64, to: u64, batch: &mut ReadBatch) {
     let records = to - from;
+    if records == 0 {
+        return; // only a batch mark was damaged
+    }
     batch.gap = Some(Gap::Corrupt { from, to, records });
     shared.core().note_damage(from, to);
 }
@@ -353,6 +341,7 @@ fn open_at(
         0,
         len.saturating_sub(SEGMENT_HEADER_LEN),
         pool.clone(),
+        first,
     );
     let mut o = OpenSegment {
         first,
@@ -368,12 +357,18 @@ fn open_at(
                 FrameError::Torn { .. }
                 | FrameError::Crc { .. }
                 | FrameError::TooLong { .. }
+                | FrameError::Misplaced { .. }
                 | FrameError::Zeroed,
             ) => {
                 let at = o.frames.position();
-                match resync(shared, first, o.next, at, pool) {
+                let in_batch = o.frames.batch();
+                match resync(shared, first, o.next, at, in_batch, pool) {
                     Ok(Some(resumed)) if resumed.next <= next => o = resumed,
-                    Ok(Some(resumed)) => return Err(OpenAtError::Lost { resumed }),
+                    Ok(Some(resumed)) => {
+                        return Err(OpenAtError::Lost {
+                            resumed: Box::new(resumed),
+                        });
+                    }
                     Ok(None) => return Err(OpenAtError::Damaged),
                     Err(e) => return Err(OpenAtError::Io(o.path, e)),
                 }

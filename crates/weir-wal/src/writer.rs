@@ -292,11 +292,12 @@ impl Writer {
 
     /// Books a batch in the active segment; its bytes go out with the group's single
     /// vectored write in [`Writer::flush`].
-    fn write(&mut self, job: Job) {
+    fn write(&mut self, mut job: Job) {
         let records = job.batch.len();
         let range = {
             let mut core = self.shared.core();
             let first = core.record_write(records, job.batch.encoded_len(), job.batch.time_ms());
+            job.batch.set_first_offset(first);
             self.shared
                 .disk_bytes
                 .store(core.disk_bytes, Ordering::Relaxed);

@@ -6,10 +6,20 @@ use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use common::{numbered, payload_for, small, with_sink};
-use weir_wal::format::{FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use weir_wal::format::{FORMAT_VERSION, FRAME_HEADER_LEN, MARK_LEN, SEGMENT_HEADER_LEN};
 use weir_wal::{CursorConfig, Gap, OnFull, OpenError, ReadLimits, RecoveryScan, Wal};
 
 const SIZE: usize = 40;
+/// A record's frame.
+const FRAME: usize = FRAME_HEADER_LEN as usize + SIZE;
+/// A one-record batch: its mark and its frame.
+const STRIDE: usize = MARK_LEN as usize + FRAME;
+
+/// Where record `i` of a segment of one-record batches starts (its frame, after the
+/// batch's mark).
+fn frame_at(i: usize) -> usize {
+    SEGMENT_HEADER_LEN as usize + i * STRIDE + MARK_LEN as usize
+}
 
 /// Writes `n` records of `SIZE` bytes, one per batch; returns the segment paths.
 async fn write_log(dir: &Path, n: u64) -> Vec<PathBuf> {
@@ -77,8 +87,9 @@ async fn truncation_at_every_byte_of_the_last_frame_keeps_the_good_prefix() {
     let segs = write_log(base.path(), 5).await;
     assert_eq!(segs.len(), 1);
     let len = fs::metadata(&segs[0]).unwrap().len();
-    let frame = FRAME_HEADER_LEN + SIZE as u64;
-    for cut in (len - frame)..len {
+    // The last batch: its mark and its one frame.
+    let batch = STRIDE as u64;
+    for cut in (len - batch)..len {
         let work = tempfile::tempdir().unwrap();
         copy_dir(base.path(), work.path());
         let seg = work.path().join(segs[0].file_name().unwrap());
@@ -90,42 +101,43 @@ async fn truncation_at_every_byte_of_the_last_frame_keeps_the_good_prefix() {
             .unwrap();
         let (report, read) = reopen_and_read(work.path()).await;
         assert_eq!(report.durable_end, 4, "cut at {cut}");
-        assert_eq!(report.truncated_bytes, cut - (len - frame), "cut at {cut}");
+        assert_eq!(report.truncated_bytes, cut - (len - batch), "cut at {cut}");
         assert_eq!(report.truncated_records, 0, "a torn frame is not a record");
         assert_eq!(offsets(&read), vec![0, 1, 2, 3]);
-        assert_eq!(fs::metadata(&seg).unwrap().len(), len - frame);
+        assert_eq!(fs::metadata(&seg).unwrap().len(), len - batch);
     }
 }
 
 #[tokio::test]
-async fn flipped_bytes_in_the_last_frame_are_cut() {
+async fn flipped_bytes_in_the_last_frame_are_cut_and_in_its_mark_lose_nothing() {
     let base = tempfile::tempdir().unwrap();
     let segs = write_log(base.path(), 5).await;
     let len = fs::metadata(&segs[0]).unwrap().len();
-    let frame_start = len - (FRAME_HEADER_LEN + SIZE as u64);
-    // length, CRC, time and payload bytes of the last frame
-    for at in [
-        0u64,
-        1,
-        3,
-        4,
-        7,
-        8,
-        15,
-        16,
-        30,
-        FRAME_HEADER_LEN + SIZE as u64 - 1,
-    ] {
+    let batch_start = len - STRIDE as u64;
+    let mark = MARK_LEN;
+    // The mark's tag, CRC, first offset, count and length; then the frame's length, CRC,
+    // time and payload bytes.
+    let mark_bytes = [0u64, 3, 4, 7, 8, 15, 16, 19, 20, 23];
+    let frame_bytes = [0u64, 1, 3, 4, 7, 8, 15, 16, 30, FRAME as u64 - 1].map(|b| mark + b);
+    for at in mark_bytes.into_iter().chain(frame_bytes) {
         let work = tempfile::tempdir().unwrap();
         copy_dir(base.path(), work.path());
         let seg = work.path().join(segs[0].file_name().unwrap());
         let mut bytes = fs::read(&seg).unwrap();
-        bytes[(frame_start + at) as usize] ^= 0x40;
+        bytes[(batch_start + at) as usize] ^= 0x40;
         fs::write(&seg, &bytes).unwrap();
         let (report, read) = reopen_and_read(work.path()).await;
-        assert_eq!(report.durable_end, 4, "flip at frame byte {at}");
-        assert_eq!(report.truncated_bytes, len - frame_start, "flip at {at}");
-        assert_eq!(offsets(&read), vec![0, 1, 2, 3]);
+        if at < mark {
+            // The mark alone: its length is fixed and the count places the frame.
+            assert_eq!(report.durable_end, 5, "flip at mark byte {at}");
+            assert_eq!(report.truncated_bytes, 0, "flip at mark byte {at}");
+            assert_eq!(offsets(&read), vec![0, 1, 2, 3, 4]);
+        } else {
+            // The last frame may be a torn write: it goes, with its batch's mark.
+            assert_eq!(report.durable_end, 4, "flip at batch byte {at}");
+            assert_eq!(report.truncated_bytes, len - batch_start, "flip at {at}");
+            assert_eq!(offsets(&read), vec![0, 1, 2, 3]);
+        }
     }
 }
 
@@ -135,11 +147,10 @@ async fn a_flip_inside_the_last_segment_loses_only_that_record() {
     let segs = write_log(base.path(), 5).await;
     let seg = &segs[0];
     let mut bytes = fs::read(seg).unwrap();
-    let frame = FRAME_HEADER_LEN as usize + SIZE;
     // payload byte of record 2: its length still delimits it, and records 3 and 4 after
     // it are sound (acknowledged). Before, everything from record 2 was cut as a torn
     // tail, and offsets 2.. were given out again.
-    bytes[SEGMENT_HEADER_LEN as usize + 2 * frame + 20] ^= 1;
+    bytes[frame_at(2) + 20] ^= 1;
     fs::write(seg, &bytes).unwrap();
     let (report, read) = reopen_and_read(base.path()).await;
     assert_eq!(report.durable_end, 5, "{report:?}");
@@ -166,13 +177,13 @@ async fn a_flip_inside_the_last_segment_with_a_torn_end_keeps_the_sound_records(
     let segs = write_log(base.path(), 5).await;
     let seg = &segs[0];
     let mut bytes = fs::read(seg).unwrap();
-    let frame = FRAME_HEADER_LEN as usize + SIZE;
-    bytes[SEGMENT_HEADER_LEN as usize + frame + 20] ^= 1; // record 1
+    bytes[frame_at(1) + 20] ^= 1; // record 1
     bytes.truncate(bytes.len() - 10); // record 4 torn
     fs::write(seg, &bytes).unwrap();
     let (report, read) = reopen_and_read(base.path()).await;
     assert_eq!(report.durable_end, 4, "{report:?}");
-    assert_eq!(report.truncated_bytes, (frame - 10) as u64, "{report:?}");
+    // Record 4's batch goes whole: its mark and what reached the file of its frame.
+    assert_eq!(report.truncated_bytes, (STRIDE - 10) as u64, "{report:?}");
     assert_eq!(offsets(&read), vec![0, 2, 3]);
 }
 
@@ -205,7 +216,8 @@ async fn an_unknown_format_version_is_refused_clearly() {
     );
     let text = err.to_string();
     assert!(
-        text.contains("version 2") && text.contains("reads version 1"),
+        text.contains(&format!("version {}", FORMAT_VERSION + 1))
+            && text.contains(&format!("reads versions 1 to {FORMAT_VERSION}")),
         "{text}"
     );
     // Nothing was changed.
@@ -264,8 +276,7 @@ async fn damaged_records_in_a_sealed_segment_are_a_gap_or_quarantined_with_a_ful
         let (segs, n) = multi_segment_log(base.path()).await;
         let (from, to) = (first_of(&segs[1]), first_of(&segs[2]));
         let mut bytes = fs::read(&segs[1]).unwrap();
-        let frame = FRAME_HEADER_LEN as usize + SIZE;
-        bytes[SEGMENT_HEADER_LEN as usize + 3 * frame + 25] ^= 1; // record from + 3
+        bytes[frame_at(3) + 25] ^= 1; // record from + 3
         fs::write(&segs[1], &bytes).unwrap();
         let config = small(base.path(), OnFull::Reject)
             .recovery(scan)
@@ -353,9 +364,8 @@ async fn a_damaged_length_field_loses_one_record_and_offsets_do_not_shift() {
     let (segs, n) = multi_segment_log(base.path()).await;
     let from = first_of(&segs[1]);
     let mut bytes = fs::read(&segs[1]).unwrap();
-    let frame = FRAME_HEADER_LEN as usize + SIZE;
     // The high byte of record from+5's length: it now claims ~16 MiB.
-    bytes[SEGMENT_HEADER_LEN as usize + 5 * frame + 3] ^= 0x01;
+    bytes[frame_at(5) + 3] ^= 0x01;
     fs::write(&segs[1], &bytes).unwrap();
     let (_, read) = reopen_and_read(base.path()).await;
     let gaps: Vec<Gap> = read.iter().filter_map(|(g, _)| *g).collect();
@@ -433,4 +443,200 @@ async fn a_damaged_last_segment_header_is_quarantined_and_the_log_goes_on_after_
     );
     // New records never reuse the quarantined offsets.
     assert_eq!(wal.append(numbered(n, 1, SIZE)).await.unwrap(), n..n + 1);
+}
+
+/// Writes two batches of 10 records each (offsets 0..20) into one segment.
+async fn write_two_batches(dir: &Path) -> PathBuf {
+    write_batches_of_10(dir, 2).await
+}
+
+/// Writes `n` batches of 10 records each (offsets 0..10n) into one segment.
+async fn write_batches_of_10(dir: &Path, n: u64) -> PathBuf {
+    let (wal, _) = Wal::open(with_sink(small(dir, OnFull::Reject))).unwrap();
+    for b in 0..n {
+        let first = b * 10;
+        assert_eq!(
+            wal.append(numbered(first, 10, SIZE)).await.unwrap(),
+            first..first + 10
+        );
+    }
+    wal.close().await;
+    let segs = segments(dir);
+    assert_eq!(segs.len(), 1);
+    segs[0].clone()
+}
+
+/// Where record `i` (0..20) of [`write_two_batches`] starts, and where the mark of the
+/// batch holding it starts.
+fn in_two_batches(i: usize) -> (usize, usize) {
+    let batch = i / 10;
+    let mark = SEGMENT_HEADER_LEN as usize + batch * (MARK_LEN as usize + 10 * FRAME);
+    (mark + MARK_LEN as usize + (i % 10) * FRAME, mark)
+}
+
+/// The records read, and the gaps met, as `(from, to)`.
+fn offsets_and_gaps(read: &[(Option<Gap>, Vec<u64>)]) -> (Vec<u64>, Vec<(u64, u64)>) {
+    let gaps = read
+        .iter()
+        .filter_map(|(g, _)| g.as_ref())
+        .map(|g| match *g {
+            Gap::Corrupt { from, to, .. } => (from, to),
+            other => panic!("not a damaged range: {other:?}"),
+        })
+        .collect();
+    (offsets(read), gaps)
+}
+
+/// The missing case: a damaged *length field* in the active segment. Its frame's
+/// boundary is lost, and without batch marks the records after it could not be placed,
+/// so they were cut as a torn tail (acknowledged records lost, their offsets given out
+/// again). The mark of the damaged record's batch gives that batch's end, so only the
+/// damaged record is lost, and the next append still gets the next offset.
+#[tokio::test]
+async fn a_damaged_length_field_in_the_last_segment_loses_only_that_record() {
+    let base = tempfile::tempdir().unwrap();
+    let segs = write_log(base.path(), 5).await;
+    let mut bytes = fs::read(&segs[0]).unwrap();
+    bytes[frame_at(2) + 3] ^= 0x01; // the length's high byte: it claims ~16 MiB
+    fs::write(&segs[0], &bytes).unwrap();
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.durable_end, 5, "{report:?}");
+    assert_eq!(report.truncated_bytes, 0, "{report:?}");
+    assert_eq!(offsets_and_gaps(&read), (vec![0, 1, 3, 4], vec![(2, 3)]));
+    let (wal, _) = Wal::open(with_sink(small(base.path(), OnFull::Reject))).unwrap();
+    assert_eq!(wal.append(numbered(5, 1, SIZE)).await.unwrap(), 5..6);
+    assert_eq!(wal.stats().quarantined_ranges, Vec::<(u64, u64)>::new());
+    wal.close().await;
+    let (_, read) = reopen_and_read(base.path()).await;
+    assert_eq!(offsets_and_gaps(&read), (vec![0, 1, 3, 4, 5], vec![(2, 3)]));
+}
+
+/// Inside a batch of many records, damage to any part of one frame (its length's high
+/// or low byte, its CRC, its payload) loses that record only: the frames after it that
+/// parse to the batch's end (known from its mark) are the batch's last records. This
+/// holds in the active segment (recovery places them) and for readers of the sealed
+/// segment it becomes.
+#[tokio::test]
+async fn damage_to_one_frame_of_a_large_batch_loses_only_that_record() {
+    for (what, at) in [
+        ("length high byte", 3),
+        ("length low byte", 0),
+        ("CRC", 5),
+        ("payload", 30),
+    ] {
+        let base = tempfile::tempdir().unwrap();
+        let seg = write_two_batches(base.path()).await;
+        let mut bytes = fs::read(&seg).unwrap();
+        let (frame, _) = in_two_batches(4);
+        bytes[frame + at] ^= 0x01;
+        fs::write(&seg, &bytes).unwrap();
+        let (report, read) = reopen_and_read(base.path()).await;
+        assert_eq!(report.durable_end, 20, "{what}: {report:?}");
+        assert_eq!(report.truncated_bytes, 0, "{what}: {report:?}");
+        let all_but_4: Vec<u64> = (0..20).filter(|&o| o != 4).collect();
+        assert_eq!(offsets_and_gaps(&read), (all_but_4, vec![(4, 5)]), "{what}");
+    }
+}
+
+/// Damage to a batch mark loses no record: a mark's length is fixed, and the record
+/// count places the frames after it, whether its CRC, its offset or its tag is hit.
+#[tokio::test]
+async fn a_damaged_batch_mark_loses_no_record() {
+    for (what, at) in [("tag", 0), ("CRC", 5), ("first offset", 8), ("bytes", 21)] {
+        let base = tempfile::tempdir().unwrap();
+        let seg = write_two_batches(base.path()).await;
+        let mut bytes = fs::read(&seg).unwrap();
+        let (_, mark) = in_two_batches(10);
+        bytes[mark + at] ^= 0x01;
+        fs::write(&seg, &bytes).unwrap();
+        let (report, read) = reopen_and_read(base.path()).await;
+        assert_eq!(report.durable_end, 20, "{what}: {report:?}");
+        assert_eq!(report.truncated_bytes, 0, "{what}: {report:?}");
+        assert_eq!(
+            offsets_and_gaps(&read),
+            ((0..20).collect(), vec![]),
+            "{what}"
+        );
+    }
+}
+
+/// A damaged length field followed by more damage further on, in the active segment:
+/// each damaged record is placed and counted on its own, and every record between and
+/// after them keeps its offset.
+#[tokio::test]
+async fn two_damaged_frames_in_the_last_segment_lose_two_records() {
+    let base = tempfile::tempdir().unwrap();
+    let seg = write_two_batches(base.path()).await;
+    let mut bytes = fs::read(&seg).unwrap();
+    bytes[in_two_batches(3).0 + 2] ^= 0x10; // length
+    bytes[in_two_batches(15).0 + 20] ^= 0x10; // payload
+    fs::write(&seg, &bytes).unwrap();
+    let (report, read) = reopen_and_read(base.path()).await;
+    assert_eq!(report.durable_end, 20, "{report:?}");
+    let kept: Vec<u64> = (0..20).filter(|&o| o != 3 && o != 15).collect();
+    assert_eq!(offsets_and_gaps(&read), (kept, vec![(3, 4), (15, 16)]));
+}
+
+/// A batch that is not where the record count says is damage, never records under the
+/// wrong offsets: here the first batch's bytes copied over the second's (whose mark
+/// then names 0 where 10 comes next), and the second's over the first's.
+#[tokio::test]
+async fn a_batch_whose_mark_names_another_offset_is_not_read_under_the_wrong_offsets() {
+    for (from, to, lost) in [(0, 10, (10, 20)), (10, 0, (0, 10))] {
+        let base = tempfile::tempdir().unwrap();
+        let seg = write_batches_of_10(base.path(), 3).await;
+        let mut bytes = fs::read(&seg).unwrap();
+        let batch = MARK_LEN as usize + 10 * FRAME;
+        let (_, src) = in_two_batches(from);
+        let (_, dst) = in_two_batches(to);
+        let copy = bytes[src..src + batch].to_vec();
+        bytes[dst..dst + batch].copy_from_slice(&copy);
+        fs::write(&seg, &bytes).unwrap();
+        let (report, read) = reopen_and_read(base.path()).await; // checks every payload
+        assert_eq!(report.durable_end, 30, "{report:?}");
+        let kept: Vec<u64> = (0..30).filter(|o| *o < lost.0 || *o >= lost.1).collect();
+        assert_eq!(
+            offsets_and_gaps(&read),
+            (kept, vec![lost]),
+            "copy {from} over {to}"
+        );
+    }
+}
+
+/// A version-1 segment (no batch marks) built byte by byte, as the previous release
+/// wrote it: it opens, reads back, and the log goes on in a version-2 segment.
+#[tokio::test]
+async fn a_version_1_log_is_read_and_continued_in_version_2() {
+    let base = tempfile::tempdir().unwrap();
+    let mut image = weir_wal::format::SegmentHeader {
+        first_offset: 0,
+        created_ms: 1_700_000_000_000,
+        version: 1,
+    }
+    .encode()
+    .to_vec();
+    for i in 0..3u64 {
+        let payload = payload_for(i, SIZE);
+        let len = (payload.len() as u32).to_le_bytes();
+        let time = 1_700_000_000_000u64.to_le_bytes();
+        let mut crc_input = len.to_vec();
+        crc_input.extend_from_slice(&time);
+        crc_input.extend_from_slice(&payload);
+        image.extend_from_slice(&len);
+        image.extend_from_slice(&crc32c::crc32c(&crc_input).to_le_bytes());
+        image.extend_from_slice(&time);
+        image.extend_from_slice(&payload);
+    }
+    fs::create_dir_all(base.path().join("cursors")).unwrap();
+    fs::write(base.path().join("00000000000000000000.seg"), &image).unwrap();
+    let (wal, report) = Wal::open(with_sink(small(base.path(), OnFull::Reject))).unwrap();
+    assert_eq!((report.durable_end, report.segments), (3, 2), "{report:?}");
+    assert_eq!(wal.append(numbered(3, 2, SIZE)).await.unwrap(), 3..5);
+    wal.close().await;
+    assert_eq!(
+        fs::read(base.path().join("00000000000000000000.seg")).unwrap(),
+        image
+    );
+    let (_, read) = reopen_and_read(base.path()).await;
+    assert_eq!(offsets_and_gaps(&read), ((0..5).collect(), vec![]));
 }

@@ -15,6 +15,8 @@ use weir_wal::{AppendError, Batch, CursorConfig, Gap, OnFull, ReadLimits, Reader
 
 const HEADER: u64 = 40;
 const FRAME: u64 = 16;
+/// The mark in front of each batch (format version 2).
+const MARK: u64 = 24;
 const SEGMENT: u64 = 600;
 const MAX_DISK: u64 = 2 * (SEGMENT + HEADER) + 200;
 const CURSORS: [&str; 3] = ["a", "b", "loose"];
@@ -110,7 +112,7 @@ impl Model {
         }
     }
     fn append(&mut self, sizes: &[usize], payloads: Vec<Vec<u8>>) -> Outcome {
-        let len: u64 = sizes.iter().map(|&s| FRAME + s as u64).sum();
+        let len: u64 = MARK + sizes.iter().map(|&s| FRAME + s as u64).sum::<u64>();
         loop {
             let active = *self.segments.back().unwrap();
             let rotate = active.count > 0 && active.bytes + len > SEGMENT;

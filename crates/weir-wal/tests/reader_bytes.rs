@@ -8,7 +8,9 @@ use std::cell::Cell;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
-use weir_wal::format::{MAX_RECORD_BYTES, SEGMENT_HEADER_LEN, SegmentHeader, scan_segment_bytes};
+use weir_wal::format::{
+    FORMAT_VERSION, MAX_RECORD_BYTES, SEGMENT_HEADER_LEN, SegmentHeader, scan_segment_bytes,
+};
 
 thread_local! {
     static LARGEST: Cell<usize> = const { Cell::new(0) };
@@ -51,6 +53,7 @@ fn image(payloads: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
     let mut out = SegmentHeader {
         first_offset: 0,
         created_ms: 1,
+        version: FORMAT_VERSION,
     }
     .encode()
     .to_vec();
@@ -96,7 +99,7 @@ proptest! {
 
     #[test]
     fn a_valid_header_then_arbitrary_frames(tail in prop::collection::vec(any::<u8>(), 0..4096)) {
-        let mut bytes = SegmentHeader { first_offset: 9, created_ms: 0 }.encode().to_vec();
+        let mut bytes = SegmentHeader { first_offset: 9, created_ms: 0, version: FORMAT_VERSION }.encode().to_vec();
         bytes.extend_from_slice(&tail);
         let (scan, largest) = scan_counting(&bytes);
         prop_assert!(scan.header.is_ok());
@@ -141,6 +144,7 @@ fn a_huge_length_field_is_refused_without_allocating_it() {
     let bytes = SegmentHeader {
         first_offset: 0,
         created_ms: 0,
+        version: FORMAT_VERSION,
     }
     .encode()
     .to_vec();

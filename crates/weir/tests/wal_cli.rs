@@ -65,8 +65,10 @@ async fn inspect_and_verify_report_segments_cursors_and_corruption() {
     // Damage one record of the first segment: verify names the segment and offset.
     let seg = dir.path().join("00000000000000000000.seg");
     let mut bytes = std::fs::read(&seg).unwrap();
-    let frame = 16 + "record 0000 with some padding".len();
-    bytes[40 + 2 * frame + 20] ^= 1;
+    // Each one-record batch: its 24-byte mark, then the frame (16-byte header + payload).
+    let mark = weir_wal::format::MARK_LEN as usize;
+    let batch = mark + 16 + "record 0000 with some padding".len();
+    bytes[40 + 2 * batch + mark + 20] ^= 1;
     std::fs::write(&seg, &bytes).unwrap();
     let (code, out, _) = weir(&["wal".as_ref(), "verify".as_ref(), d]);
     assert_eq!(code, 1, "{out}");
