@@ -58,6 +58,7 @@ mod chain;
 mod chunk_frames;
 mod config;
 mod core;
+mod crc;
 mod error;
 pub mod faults;
 pub mod format;
