@@ -5,6 +5,7 @@
 //! - [`ndjson`]: the one-JSON-object-per-line form text sinks write
 //!   ([`Record::write_ndjson`]).
 
+mod json_check;
 mod ndjson;
 mod wire;
 

@@ -64,36 +64,36 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
 }
 
 fn write_payload(out: &mut Vec<u8>, payload: &[u8]) -> Result<(), EncodeError> {
-    // UTF-8 first: serde_json does not check the bytes of the strings it skips, so
-    // `"\xff"` would pass as JSON and be written raw, and the file would no longer be
-    // UTF-8 NDJSON. (Only the HTTP source checks UTF-8 itself; MQTT, NATS, Kafka and
-    // file payloads arrive here as sent.)
+    // One pass checks the JSON and its UTF-8 (serde_json does not check the bytes of the
+    // strings it skips, so `"\xff"` would pass as JSON and be written raw, and the file
+    // would no longer be UTF-8 NDJSON; MQTT, NATS, Kafka and file payloads arrive here
+    // as sent).
+    if let Some(json) = super::json_check::check(payload) {
+        let trimmed = payload.trim_ascii();
+        if json.line_breaks {
+            // Pretty-printed JSON: drop the whitespace between tokens so the line stays
+            // one line. The tokens are kept as sent: a round trip through
+            // `serde_json::Value` would change floats by a unit in the last place, and
+            // refuse numbers beyond f64 (1e400) that are valid JSON.
+            compact_json(out, trimmed);
+        } else {
+            out.extend_from_slice(trimmed);
+        }
+        return Ok(());
+    }
     let text = std::str::from_utf8(payload).map_err(|e| EncodeError::NotText {
         len: payload.len(),
         valid_up_to: e.valid_up_to(),
     })?;
-    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
-        let trimmed = text.trim_ascii();
-        if !trimmed.contains(['\n', '\r']) {
-            out.extend_from_slice(trimmed.as_bytes());
-            return Ok(());
-        }
-        // Pretty-printed JSON: drop the whitespace between tokens so the line stays one
-        // line. The tokens are kept as sent: a round trip through `serde_json::Value`
-        // would change floats by a unit in the last place, and refuse numbers beyond
-        // f64 (1e400) that are valid JSON.
-        compact_json(out, trimmed);
-        return Ok(());
-    }
     write_json_str(out, text);
     Ok(())
 }
 
 /// Appends valid JSON `text` without the whitespace outside its strings (JSON strings
 /// hold no raw newline, so the result is one line).
-fn compact_json(out: &mut Vec<u8>, text: &str) {
+fn compact_json(out: &mut Vec<u8>, text: &[u8]) {
     let (mut in_string, mut escaped) = (false, false);
-    for &b in text.as_bytes() {
+    for &b in text {
         if in_string {
             if escaped {
                 escaped = false;
