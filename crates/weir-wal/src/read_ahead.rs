@@ -17,13 +17,6 @@ use crate::reader::{ReadBatch, ReadLimits};
 use crate::segment_read::{OpenSegment, read_blocking};
 use crate::shared::Shared;
 
-/// Whether the task reads on past the batch asked for. Off: with it on, the WAL's model
-/// test (`tests/model.rs`) diverged from the model now and then (about 1 run in 7 on a
-/// loaded machine: the log's start and disk use ahead of the model's after reopens),
-/// and the cause is not found yet. Each read is then one task, as before the read-ahead;
-/// the pooled chunks and the faster CRC stay.
-const READ_AHEAD: bool = false;
-
 /// Batches read and not yet taken: with the one the task holds while it waits to hand
 /// it over, a reader has at most two batches of its own in memory besides the caller's.
 pub(crate) const AHEAD_BATCHES: usize = 1;
@@ -78,13 +71,17 @@ impl ReadAhead {
         let (tx, batches) = mpsc::channel(AHEAD_BATCHES);
         let task = tokio::task::spawn_blocking(move || {
             loop {
+                if tx.is_closed() {
+                    // The reader is gone (dropped, or it discarded what was read ahead):
+                    // read nothing more for it. Its `Wal` may be closed by now and its
+                    // files deleted by the next one.
+                    break;
+                }
                 let result = read_blocking(&shared, next, &mut open, limits, &pool);
                 let more = match &result {
                     Ok(batch) => {
                         next = batch.next;
-                        READ_AHEAD
-                            && full(batch, limits)
-                            && full_batch_durable(&shared, next, limits)
+                        full(batch, limits) && full_batch_durable(&shared, next, limits)
                     }
                     Err(_) => false,
                 };

@@ -32,6 +32,8 @@ pub(crate) fn read_blocking(
 ) -> Result<ReadBatch, ReadError> {
     let mut batch = ReadBatch::default();
     let mut bytes = 0u64;
+    // The segment whose file was missing at the last attempt to open it.
+    let mut missing: Option<u64> = None;
     'outer: while batch.records.len() < limits.max_records.max(1) {
         let locate = shared.core().locate(next);
         let (first, readable) = match locate {
@@ -66,7 +68,24 @@ pub(crate) fn read_blocking(
             *open = None;
             match open_at(shared, first, next, pool) {
                 Ok(Some(o)) => *open = Some(o),
-                Ok(None) => continue, // deleted meanwhile: locate again
+                // Deleted meanwhile: the writer takes a segment out of the log before it
+                // removes the file, so locating again finds where the records went.
+                Ok(None) if missing != Some(first) => {
+                    missing = Some(first);
+                    continue;
+                }
+                Ok(None) => {
+                    // Still in the log, and its file is gone: removed behind the log's
+                    // back, or by another process once this log was closed. An error,
+                    // not a retry: retrying would spin forever.
+                    return Err(ReadError::Io {
+                        path: segment_path(&shared.dir, first),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "the segment file is missing while the log still holds it",
+                        ),
+                    });
+                }
                 Err(OpenAtError::Io(path, source)) => return Err(ReadError::Io { path, source }),
                 Err(OpenAtError::Lost { resumed }) => {
                     // The cursor's position is inside a damaged range whose end is known.

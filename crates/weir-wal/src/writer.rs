@@ -92,10 +92,7 @@ impl Writer {
         loop {
             let (retention, shutdown) = self.gather();
             if retention && !self.is_poisoned() {
-                let n = self.shared.core().eager_retention();
-                if n > 0 {
-                    self.delete_front(n, false);
-                }
+                self.retain();
             }
             self.process();
             let interval_due = match (self.shared.sync, self.unsynced_since) {
@@ -191,7 +188,20 @@ impl Writer {
                     Plan::Write { rotate } => {
                         if rotate {
                             match self.rotate() {
-                                Rotated::Yes => {}
+                                // The segment just sealed, and any before it, may already be
+                                // behind every required cursor (sinks that keep up): without
+                                // this they would wait for the next commit, and a commit
+                                // racing the rotation would decide whether they go now or
+                                // then.
+                                Rotated::Yes => {
+                                    self.retain();
+                                    if let Some(err) = self.shared.poison_error() {
+                                        // Deleting a file failed: nothing of this job
+                                        // was written.
+                                        let _ = job.reply.send(Err(err));
+                                        break;
+                                    }
+                                }
                                 Rotated::Failed => break,
                                 Rotated::Refused(cause) => {
                                     if self.refuse_for_resource(job, &cause) {
@@ -562,6 +572,14 @@ impl Writer {
                 self.resource_cause = None;
             }
             _ => {}
+        }
+    }
+
+    /// Deletes the sealed segments every required cursor has passed (retention).
+    fn retain(&mut self) {
+        let n = self.shared.core().eager_retention();
+        if n > 0 {
+            self.delete_front(n, false);
         }
     }
 

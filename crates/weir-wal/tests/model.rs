@@ -125,6 +125,10 @@ impl Model {
                         count: 0,
                         bytes: HEADER,
                     });
+                    // The writer applies retention right after a rotation: the segment
+                    // it sealed may be behind every required cursor already.
+                    let n = self.releasable(false);
+                    self.drop_front(n);
                 }
                 let first = self.end();
                 let seg = self.segments.back_mut().unwrap();
