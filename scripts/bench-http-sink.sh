@@ -21,6 +21,7 @@
 # sink uses; the encoding client encodes each body anew from the same records with weir's
 # NDJSON encoder (the work any forwarder of records does, without WAL, order or retries).
 # The endpoint and the clients share the machine's cores with weir.
+# WEIR_BENCH_PERF=FILE records a `perf record -g` profile of weir over the drain into FILE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}" conc="${2:-8}" batch="${3:-500}" backlog="${4:-2000000}"
@@ -88,10 +89,17 @@ until status | grep -q '"name":"gen","since_unix_ms":[0-9]*,"state":"stopped"\|"
   sleep 0.2
 done
 base=$(count)
+perf_pid=
+if [ -n "${WEIR_BENCH_PERF:-}" ]; then
+  perf record -q -g -F 1999 -p "$pid" -o "$WEIR_BENCH_PERF" 2>/dev/null &
+  perf_pid=$!
+  sleep 0.5
+fi
 c0=$(cpu); t0=$(date +%s.%N)
 curl -fsS -X POST "http://127.0.0.1:$ep/release" >/dev/null
 until [ "$(( $(count) - base ))" -ge "$backlog" ]; do sleep 0.02; done
 c1=$(cpu); t1=$(date +%s.%N)
+if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 drain_hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
 stop
 

@@ -32,6 +32,39 @@ static STRING_STOPS: [bool; 256] = {
     stops
 };
 
+/// The length of the run of plain string bytes at the start of `rest` (none of
+/// [`STRING_STOPS`]), or `None` if it runs to the end. Eight bytes at a time: most of a
+/// payload's bytes are inside strings.
+fn plain_run(rest: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = rest.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        // A byte's high bit is set in each term for a byte that is: below 0x20; a quote;
+        // a backslash (the usual zero-byte tests, on `w` and on `w` xor the byte);
+        // 0x80 or above. Each test is exact for its lowest flagged byte (a borrow only
+        // carries upwards), so the lowest bit of all of them is the first stop.
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let stops = (w.wrapping_sub(ONES * 0x20) & !w)
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | w;
+        let stops = stops & HIGH;
+        if stops != 0 {
+            return Some(at + (stops.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| STRING_STOPS[usize::from(b)])
+        .map(|p| at + p)
+}
+
 /// Levels of nesting tracked without allocating.
 const INLINE_DEPTH: u32 = 128;
 
@@ -199,9 +232,7 @@ impl Pos<'_> {
     /// The rest of a string after its opening quote, up to and past its closing one.
     fn string(&mut self) -> Option<()> {
         loop {
-            let rest = &self.bytes[self.at..];
-            let run = rest.iter().position(|&b| STRING_STOPS[usize::from(b)])?;
-            self.at += run;
+            self.at += plain_run(&self.bytes[self.at..])?;
             match self.bytes[self.at] {
                 b'"' => {
                     self.at += 1;
@@ -362,6 +393,17 @@ mod tests {
         );
         assert_eq!(check(b"{\n \"a\": 1\r}"), Some(Json { line_breaks: true }));
         assert_eq!(check(b"\"a\\nb\""), Some(Json { line_breaks: false }));
+    }
+
+    proptest! {
+        #[test]
+        fn a_plain_run_stops_where_a_byte_loop_does(bytes in prop::collection::vec(
+            prop_oneof![4 => 0x20u8..0x7f, 1 => any::<u8>(), 1 => Just(b'"'), 1 => Just(b'\\')],
+            0..40,
+        )) {
+            let by_byte = bytes.iter().position(|&b| STRING_STOPS[usize::from(b)]);
+            prop_assert_eq!(plain_run(&bytes), by_byte);
+        }
     }
 
     fn json_ish() -> impl Strategy<Value = Vec<u8>> {

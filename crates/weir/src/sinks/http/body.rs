@@ -102,25 +102,50 @@ impl Gather {
         mut refused: impl FnMut(&Record, EncodeError),
     ) -> Parts {
         let mut builder = PartsBuilder::with_capacity(encoding, self.records, self.bytes);
-        for (batch, range) in &self.segments {
-            for record in &batch.records[range.clone()] {
-                if let Err(e) = builder.push(record) {
-                    refused(record, e);
-                }
+        let mut skipped = Vec::new();
+        let records = self
+            .segments
+            .iter()
+            .flat_map(|(batch, range)| &batch.records[range.clone()]);
+        for (i, record) in records.enumerate() {
+            if let Err(e) = builder.push(record) {
+                skipped.push(i);
+                refused(record, e);
             }
         }
-        builder.take()
+        Parts {
+            skipped,
+            ..builder.take()
+        }
+    }
+
+    /// Record `i` (in the order pushed).
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below [`Gather::len`].
+    pub fn record(&self, mut i: usize) -> &Record {
+        for (batch, range) in &self.segments {
+            if i < range.len() {
+                return &batch.records[range.start + i];
+            }
+            i -= range.len();
+        }
+        panic!("record {i} past the end of a request's records");
     }
 }
 
 /// The records of one request: each record's encoded form followed by `\n`, back to
-/// back, and each record's payload (for the quarantine).
+/// back. Their payloads (for the quarantine) stay in the [`Gather`] they were encoded
+/// from: holding a reference to each here would cost two atomic updates per record, on
+/// counters the reading and encoding threads share.
 #[derive(Debug, Default)]
 pub struct Parts {
     raw: Bytes,
     /// Where each record's encoded form ends in `raw` (its `\n` follows).
     ends: Vec<usize>,
-    payloads: Vec<Bytes>,
+    /// The records of the gather that could not be encoded (not in `raw`), ascending.
+    skipped: Vec<usize>,
 }
 
 impl Parts {
@@ -129,9 +154,16 @@ impl Parts {
         self.ends.len()
     }
 
-    /// Record `i`'s payload as received.
-    pub fn payload(&self, i: usize) -> &Bytes {
-        &self.payloads[i]
+    /// Where record `i` of these parts is in the [`Gather`] they were encoded from.
+    pub fn gather_index(&self, i: usize) -> usize {
+        let mut at = i;
+        for &skipped in &self.skipped {
+            if skipped > at {
+                break;
+            }
+            at += 1;
+        }
+        at
     }
 
     /// Where record `i` starts in `raw`.
@@ -197,7 +229,6 @@ pub struct PartsBuilder {
     encoding: Encoding,
     raw: Vec<u8>,
     ends: Vec<usize>,
-    payloads: Vec<Bytes>,
 }
 
 impl PartsBuilder {
@@ -207,7 +238,6 @@ impl PartsBuilder {
             encoding,
             raw: Vec::with_capacity(usize::try_from(bytes).unwrap_or(0)),
             ends: Vec::with_capacity(records),
-            payloads: Vec::with_capacity(records),
         }
     }
 
@@ -227,7 +257,6 @@ impl PartsBuilder {
             Encoding::Ndjson | Encoding::JsonArray => record.write_ndjson(&mut self.raw)?,
         }
         self.ends.push(self.raw.len() - 1);
-        self.payloads.push(record.payload.clone());
         Ok((self.raw.len() - start) as u64)
     }
 
@@ -239,7 +268,7 @@ impl PartsBuilder {
         Parts {
             raw: Bytes::from(raw),
             ends: std::mem::take(&mut self.ends),
-            payloads: std::mem::take(&mut self.payloads),
+            skipped: Vec::new(),
         }
     }
 }
@@ -342,7 +371,6 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&array).unwrap();
         assert_eq!(v.as_array().unwrap().len(), 2);
         assert_eq!(v[0]["payload"], "two");
-        assert_eq!(p.payload(2), &Bytes::from_static(b"{\"a\":3}"));
     }
 
     #[test]
@@ -403,5 +431,42 @@ mod tests {
         assert_eq!(gather.bytes(), body.len() as u64 + 3 * 12);
         let taken = gather.take();
         assert_eq!((taken.len(), gather.len()), (3, 0));
+    }
+
+    /// The quarantine takes a refused part's payload from the gather: with records that
+    /// could not be encoded skipped, part `i` is still the right record.
+    #[test]
+    fn a_part_finds_its_record_in_the_gather_past_skipped_ones() {
+        let batch = Arc::new(SinkBatch {
+            records: [
+                &b"{\"n\":0}"[..],
+                b"\xff",
+                b"{\"n\":2}",
+                b"\xfe",
+                b"\xfd",
+                b"{\"n\":5}",
+            ]
+            .iter()
+            .map(|p| Record {
+                payload: Bytes::copy_from_slice(p),
+                ..record(b"")
+            })
+            .collect(),
+            next_offset: 0,
+            bytes: 0,
+            positions: Vec::new(),
+        });
+        let mut gather = Gather::default();
+        for i in 0..6 {
+            gather.push(&batch, i, 1);
+        }
+        let mut refused = Vec::new();
+        let parts = gather.encode(Encoding::Ndjson, |r, _| refused.push(r.payload.clone()));
+        assert_eq!(refused, [&b"\xff"[..], b"\xfe", b"\xfd"]);
+        assert_eq!(parts.len(), 3);
+        let payloads: Vec<&[u8]> = (0..3)
+            .map(|i| &gather.record(parts.gather_index(i)).payload[..])
+            .collect();
+        assert_eq!(payloads, [&b"{\"n\":0}"[..], b"{\"n\":2}", b"{\"n\":5}"]);
     }
 }

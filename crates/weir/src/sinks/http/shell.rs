@@ -535,7 +535,7 @@ async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, 
                 shared.stats.count_dead_letter(status);
                 dead.push(Rejected {
                     reason: format!("HTTP {status}: {body}"),
-                    payload: parts.payload(lo).clone(),
+                    payload: batch.records.record(parts.gather_index(lo)).payload.clone(),
                 });
             }
             Final::Refused { status, .. } => {
