@@ -20,21 +20,15 @@ pub(crate) struct Json {
     pub(crate) line_breaks: bool,
 }
 
-/// The bytes a string's fast scan stops at: its end, an escape, a control character
-/// (refused) and the first byte of a non-ASCII character (checked as UTF-8).
-static STRING_STOPS: [bool; 256] = {
-    let mut stops = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        stops[b] = b == b'"' as usize || b == b'\\' as usize || b < 0x20 || b >= 0x80;
-        b += 1;
-    }
-    stops
-};
+/// Whether a string's fast scan stops at `b`: its end, an escape, a control character
+/// (refused) or the first byte of a non-ASCII character (checked as UTF-8).
+fn stops_at(b: u8) -> bool {
+    b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)
+}
 
-/// The length of the run of plain string bytes at the start of `rest` (none of
-/// [`STRING_STOPS`]), or `None` if it runs to the end. Eight bytes at a time: most of a
-/// payload's bytes are inside strings.
+/// The length of the run of plain string bytes at the start of `rest` (bytes
+/// [`stops_at`] is false for), or `None` if it runs to the end. Eight bytes at a time:
+/// most of a payload's bytes are inside strings.
 fn plain_run(rest: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -61,7 +55,7 @@ fn plain_run(rest: &[u8]) -> Option<usize> {
     words
         .remainder()
         .iter()
-        .position(|&b| STRING_STOPS[usize::from(b)])
+        .position(|&b| stops_at(b))
         .map(|p| at + p)
 }
 
@@ -401,7 +395,7 @@ mod tests {
             prop_oneof![4 => 0x20u8..0x7f, 1 => any::<u8>(), 1 => Just(b'"'), 1 => Just(b'\\')],
             0..40,
         )) {
-            let by_byte = bytes.iter().position(|&b| STRING_STOPS[usize::from(b)]);
+            let by_byte = bytes.iter().position(|&b| stops_at(b));
             prop_assert_eq!(plain_run(&bytes), by_byte);
         }
     }
