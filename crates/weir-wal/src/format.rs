@@ -221,6 +221,16 @@ pub(crate) fn frame_crc(len: &[u8], rest: &[u8]) -> u32 {
     fold(crate::crc::crc32c_of(&[len]), rest)
 }
 
+/// [`frame_crc`] of four frames at once (`lens` their length fields, `rests` their
+/// time and payload), interleaved when all four are short ([`crate::crc::crc32c_of4`]).
+#[inline]
+pub(crate) fn frame_crcs4(lens: [u32; 4], rests: [&[u8]; 4]) -> [u32; 4] {
+    if rests.iter().all(|r| r.len() < FOLD_FROM_BYTES) {
+        return crate::crc::crc32c_of4(lens, rests);
+    }
+    std::array::from_fn(|i| frame_crc(&lens[i].to_le_bytes(), rests[i]))
+}
+
 /// A frame's CRC from its pieces: the length field, the time field and the payload.
 fn pieces_crc(len: &[u8], time: &[u8], payload: &[u8]) -> u32 {
     if payload.len() + time.len() < FOLD_FROM_BYTES {
@@ -390,8 +400,13 @@ impl MarkCheck {
 
     /// A record was read.
     pub(crate) fn on_record(&mut self) {
+        self.on_records(1);
+    }
+
+    /// `n` records were read.
+    pub(crate) fn on_records(&mut self, n: u64) {
         if let Some(o) = &mut self.offset {
-            *o += 1;
+            *o += n;
         }
     }
 }

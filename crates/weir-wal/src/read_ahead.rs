@@ -23,10 +23,9 @@ pub(crate) const AHEAD_BATCHES: usize = 1;
 
 /// Whether `batch` stopped at a limit (not at the durable end, a gap or damage).
 fn full(batch: &ReadBatch, limits: ReadLimits) -> bool {
-    let bytes: u64 = batch.records.iter().map(|r| r.payload.len() as u64).sum();
     batch.gap.is_none()
         && (batch.records.len() >= limits.max_records.max(1)
-            || (!batch.records.is_empty() && bytes >= limits.max_bytes))
+            || (!batch.records.is_empty() && batch.bytes >= limits.max_bytes))
 }
 
 /// Whether a batch read at `next` now would certainly stop at `max_records`: only then

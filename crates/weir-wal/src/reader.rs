@@ -80,6 +80,8 @@ pub struct ReadBatch {
     /// The records.
     pub records: Vec<Record>,
     pub(crate) next: u64,
+    /// The payload bytes of `records`.
+    pub(crate) bytes: u64,
 }
 
 impl ReadBatch {

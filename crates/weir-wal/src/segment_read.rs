@@ -34,6 +34,9 @@ pub(crate) fn read_blocking(
     let mut bytes = 0u64;
     // The segment whose file was missing at the last attempt to open it.
     let mut missing: Option<u64> = None;
+    if let Some(o) = open.as_mut() {
+        o.frames.begin_batch();
+    }
     'outer: while batch.records.len() < limits.max_records.max(1) {
         let locate = shared.core().locate(next);
         let (first, readable) = match locate {
@@ -112,17 +115,31 @@ pub(crate) fn read_blocking(
         // length now covers them all.
         refresh_remaining(o);
         // Room for what this segment can give (a follower's read of a few records
-        // reserves a few), up to 1024 at first: `max_bytes` may stop the batch earlier.
+        // reserves a few), up to 4096 at first (196 KiB): `max_bytes` may stop the
+        // batch earlier, and growing it from less copies it on the replay's hot path.
         let wanted = limits.max_records.max(1) - batch.records.len();
         let here = usize::try_from(first + readable - o.next.min(first + readable));
         batch
             .records
-            .reserve(wanted.min(here.unwrap_or(usize::MAX)).min(1024));
+            .reserve(wanted.min(here.unwrap_or(usize::MAX)).min(4096));
         while o.next < first + readable {
             if batch.records.len() >= limits.max_records.max(1)
                 || (!batch.records.is_empty() && bytes >= limits.max_bytes)
             {
                 break 'outer;
+            }
+            let room = (limits.max_records.max(1) - batch.records.len())
+                .min(usize::try_from(first + readable - o.next).unwrap_or(usize::MAX));
+            let taken = o.frames.whole_frames(
+                &mut batch.records,
+                &mut o.next,
+                room,
+                &mut bytes,
+                limits.max_bytes,
+            );
+            if taken > 0 {
+                next = o.next;
+                continue;
             }
             match o.frames.next_frame() {
                 Ok(Some((meta, payload))) => {
@@ -168,6 +185,7 @@ pub(crate) fn read_blocking(
         }
     }
     batch.next = next;
+    batch.bytes = bytes;
     Ok(batch)
 }
 

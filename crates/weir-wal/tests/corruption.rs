@@ -538,6 +538,26 @@ async fn damage_to_one_frame_of_a_large_batch_loses_only_that_record() {
     }
 }
 
+/// A cursor checks the frames of a batch four at a time: damage to any one of them, in
+/// any place of its group of four (and in the short group at a batch's end), loses
+/// that record only, and the records before it in its group are read. (The log's last
+/// frame is left out: damage there is a torn tail, cut by recovery.)
+#[tokio::test]
+async fn a_damaged_payload_anywhere_in_a_group_of_four_loses_only_that_record() {
+    for damaged in 0..19 {
+        let base = tempfile::tempdir().unwrap();
+        let seg = write_two_batches(base.path()).await;
+        let mut bytes = fs::read(&seg).unwrap();
+        bytes[in_two_batches(damaged).0 + 30] ^= 0x01;
+        fs::write(&seg, &bytes).unwrap();
+        let (report, read) = reopen_and_read(base.path()).await;
+        assert_eq!(report.durable_end, 20, "record {damaged}: {report:?}");
+        let kept: Vec<u64> = (0..20).filter(|&o| o != damaged as u64).collect();
+        let want = (kept, vec![(damaged as u64, damaged as u64 + 1)]);
+        assert_eq!(offsets_and_gaps(&read), want, "record {damaged}");
+    }
+}
+
 /// Damage to a batch mark loses no record: a mark's length is fixed, and the record
 /// count places the frames after it, whether its CRC, its offset or its tag is hit.
 #[tokio::test]
