@@ -59,6 +59,15 @@ impl Record {
 }
 
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Names, keys and topics seldom need escaping: then the text goes between quotes as
+    // it is (serde_json's writer costs more than the copy for such short strings).
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Serializing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }
@@ -179,6 +188,25 @@ mod tests {
             "{l}"
         );
         assert_eq!(l.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn strings_are_escaped_exactly_as_serde_json_does() {
+        for s in [
+            "",
+            "gen",
+            "a/b/+",
+            "ünï €",
+            "q\"uote",
+            "back\\slash",
+            "tab\t",
+            "\u{1}",
+            "\u{7f}",
+        ] {
+            let mut out = Vec::new();
+            write_json_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
     }
 
     #[test]
