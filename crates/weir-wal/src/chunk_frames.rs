@@ -252,7 +252,8 @@ impl ChunkFrames {
             // Up to four whole frames from `pos`, within the limits.
             let (mut starts, mut lens, mut n) = ([0usize; 4], [0usize; 4], 0);
             let (mut at, mut held) = (pos, *bytes);
-            while n < 4 && taken + n < room && (out.is_empty() && n == 0 || held < max_bytes) {
+            // The read's byte limit, as `read_blocking` applies it: a first record always.
+            while n < 4 && taken + n < room && ((out.is_empty() && n == 0) || held < max_bytes) {
                 let Some(header) = buf.get(at..at + H) else {
                     break;
                 };
@@ -271,21 +272,15 @@ impl ChunkFrames {
             if n == 0 {
                 break;
             }
-            let computed = if n == 4 {
-                frame_crcs4(
-                    lens.map(|l| l as u32),
-                    std::array::from_fn(|i| &buf[starts[i] + 8..starts[i] + H + lens[i]]),
-                )
+            let rest = |i: usize| &buf[starts[i] + 8..starts[i] + H + lens[i]];
+            let mut computed = [0u32; 4];
+            if n == 4 {
+                computed = frame_crcs4(lens.map(|l| l as u32), std::array::from_fn(rest));
             } else {
-                std::array::from_fn(|i| {
-                    let s = starts[i];
-                    if i < n {
-                        frame_crc(&buf[s..s + 4], &buf[s + 8..s + H + lens[i]])
-                    } else {
-                        0
-                    }
-                })
-            };
+                for i in 0..n {
+                    computed[i] = frame_crc(&buf[starts[i]..starts[i] + 4], rest(i));
+                }
+            }
             for i in 0..n {
                 let s = starts[i];
                 if computed[i] != word(s + 4) {
