@@ -229,6 +229,9 @@ fn a_round_trip_delivers_every_message_in_order() {
         field(s, "acked") >= N as u64 && field(s, "credits_outstanding") == 0
     });
     assert_eq!(field(&status, "redelivered"), 0);
+    // Units were appended while earlier ones were being fsynced, and the order held.
+    assert!(field(&status, "max_units_in_flight") >= 2, "{status:#}");
+    assert_eq!(field(&status, "units_in_flight"), 0, "{status:#}");
     assert_eq!(nats(&status)["server_version"], "2.9.10");
     let first = &ndjson_lines(&weir.out())[0];
     assert_eq!(first["attributes"]["nats.stream"], "S");

@@ -126,13 +126,25 @@ fn kill_9_mid_upload_then_restart_loses_nothing_and_overlaps_nothing() {
     let daemon = start(dir.path(), &text, status, &server);
     let s = wait_caught_up(&daemon, None, Duration::from_secs(90));
     let end = durable_end(&s);
+    let log = daemon.stderr();
     assert_eq!(daemon.stop(), Some(0));
     let objects = read_parquet_objects(server.addr, "weir/lake");
     assert_exact_cover(&objects, end);
+    // Every upload the killed run left is aborted, except one whose completion the kill
+    // cut off: s3s-fs forgets the upload before it joins the parts, so the parts it had
+    // not joined yet stay, and aborting it is refused (403). weir must have tried, and
+    // said so (the replay wrote the object again under the same key).
+    let left = server.unfinished_upload_ids();
+    for id in &left {
+        assert!(
+            log.contains(&format!("could not abort the recorded upload {id} ")),
+            "upload {id} was left unfinished and never aborted: {:?}\n{log}",
+            server.unfinished_uploads()
+        );
+    }
     assert!(
-        server.unfinished_uploads().is_empty(),
-        "a recorded upload was left unfinished: {:?}",
-        server.unfinished_uploads()
+        details(&s, "unabortable_uploads") >= left.len() as u64,
+        "{s:#}"
     );
 }
 

@@ -274,8 +274,8 @@ max_open_files = 2
     );
 }
 
-/// The NATS source's credits (`max_inflight × max_message_bytes`) and the NATS sink's
-/// publishes in flight are in the inventory.
+/// The NATS source's credits (`max_inflight × max_message_bytes`) and units in flight,
+/// and the NATS sink's publishes in flight, are in the inventory.
 #[test]
 fn the_nats_source_and_sink_show_their_bounds() {
     let output = validate(&repo_root().join("examples/nats.toml"));
@@ -285,6 +285,10 @@ fn the_nats_source_and_sink_show_their_bounds() {
     let out = squeezed(stdout(&output));
     assert!(
         out.contains("sources.events.credits 256 64 MiB messages fetched, not yet durable: max_inflight 256 × max_message_bytes 256 KiB"),
+        "{out}"
+    );
+    assert!(
+        out.contains("sources.events.appends_in_flight 4 - units encoded for the WAL"),
         "{out}"
     );
     let output = validate(&repo_root().join("examples/mqtt-to-nats.toml"));

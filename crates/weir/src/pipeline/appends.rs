@@ -1,5 +1,6 @@
-//! Ordered appends with several units in flight, for a source that acknowledges in
-//! arrival order (MQTT's PUBACKs, a file's saved position).
+//! Ordered appends with several units in flight, for a source that acknowledges what
+//! it made durable (MQTT's PUBACKs in arrival order, a file's saved position, NATS's
+//! acks, Kafka's committed offsets).
 //!
 //! With one unit in flight a source waits for unit k's fsync before it appends unit
 //! k+1, and receiving, appending and fsyncing take turns. [`OrderedAppends`] submits

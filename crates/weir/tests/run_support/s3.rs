@@ -123,6 +123,17 @@ impl S3Server {
             .collect()
     }
 
+    /// The upload ids those files belong to (`.upload_id-{id}` and its `.part-N`s).
+    pub fn unfinished_upload_ids(&self) -> std::collections::BTreeSet<String> {
+        self.unfinished_uploads()
+            .iter()
+            .filter_map(|name| {
+                let id = name.strip_prefix(".upload_id-")?;
+                Some(id.split_once(".part-").map_or(id, |(id, _)| id).to_owned())
+            })
+            .collect()
+    }
+
     /// The environment weir needs to reach it.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![

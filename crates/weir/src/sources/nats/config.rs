@@ -209,6 +209,21 @@ impl SourceKeys for NatsConfig {
                 self.max_inflight, self.max_message_bytes
             ),
         );
+        let in_flight = super::shell::IN_FLIGHT;
+        bounds.add(
+            "appends_in_flight",
+            Some(in_flight.units as u64),
+            0,
+            format!(
+                "units encoded for the WAL and not yet durable (appended in stream order while earlier ones are fsynced): \
+                 at most {} units, new ones only below {} (a unit is up to {} records or about {}); their records are \
+                 the credits' messages, moved into WAL batches, so their bytes are counted there",
+                in_flight.units,
+                crate::keys::units::format_bytes(in_flight.bytes),
+                super::shell::UNIT_RECORDS,
+                crate::keys::units::format_bytes(super::shell::UNIT_BYTES),
+            ),
+        );
     }
 
     fn max_batch_bytes(&self) -> (u64, &'static str) {

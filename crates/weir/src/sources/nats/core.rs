@@ -187,6 +187,11 @@ pub struct NatsStatus {
     pub progress_acks: u64,
     /// Messages larger than `max_message_bytes`, quarantined and acked.
     pub quarantined: u64,
+    /// Units appended to the WAL and not yet durable (several are on their way at
+    /// once: unit k+1 is appended while unit k is fsynced).
+    pub units_in_flight: u64,
+    /// The most ever on their way at once.
+    pub max_units_in_flight: u64,
     /// The last fetch, ack or connection error.
     pub last_error: Option<String>,
     /// The startup warnings about the consumer's settings.

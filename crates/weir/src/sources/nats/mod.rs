@@ -18,9 +18,11 @@
 //!   nacked into `max_deliver`). A redelivery of a message already durable in this run
 //!   is acked at once and not written again;
 //! - the **appender** is the receiver: it grants `max_inflight` up front, takes what
-//!   arrived in stream order, one unit (up to 4096 records or 4 MiB) at a time, admits
-//!   and appends it to the WAL, and once durable acks each message (`+ACK`, or a
-//!   confirmed double ack with `ack_confirm`) and grants the freed credits back;
+//!   arrived in stream order in units (up to 4096 records or 4 MiB), admits and
+//!   appends unit k+1 while unit k is being fsynced (up to 4 in flight, in stream
+//!   order through [`crate::pipeline::appends`]), and once a unit is durable acks each
+//!   message (`+ACK`, or a confirmed double ack with `ack_confirm`) and grants the
+//!   freed credits back;
 //! - the **progress** task sends `+WPI` for every message waiting longer than half of
 //!   the consumer's `ack_wait` (a full WAL, a slow fsync), so JetStream does not
 //!   redeliver it, and reads the consumer's info (ack pending) for `/status`.

@@ -1,9 +1,10 @@
 //! The `nats` source's tokio tasks (see the [module docs](super)).
 
+use std::collections::VecDeque;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::Client;
 use async_nats::jetstream::consumer::{self, AckPolicy, PullConsumer, pull};
@@ -12,11 +13,12 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use weir_flow::FlowStats;
 use weir_flow::credit::{self, CreditReceiver, CreditSender, RecvError, WindowedDemand};
-use weir_wal::{AppendError, Batch};
+use weir_wal::Batch;
 
 use super::client;
 use super::config::{DeliverPolicy, NatsConfig};
 use super::core::{Fetched, Ledger, LedgerConfig, NatsStatus, check_consumer_filter, version_gate};
+use crate::pipeline::appends::{Event, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
 use crate::quarantine::{Quarantine, QuarantineError, Rejected};
@@ -69,16 +71,22 @@ impl StartSource for NatsConfig {
     }
 }
 
-/// Records per unit appended to the WAL (one unit at a time keeps stream order).
-const UNIT_RECORDS: usize = 4096;
+/// Records per unit appended to the WAL.
+pub const UNIT_RECORDS: usize = 4096;
 /// Payload bytes per unit (about).
-const UNIT_BYTES: u64 = 4 * 1024 * 1024;
+pub const UNIT_BYTES: u64 = 4 * 1024 * 1024;
+/// Units on their way to durability at once, and their encoded bytes (see
+/// [`OrderedAppends`]): unit k+1 is appended while unit k is being fsynced, in stream
+/// order (per-subject order for the sinks), and several units share an fsync. Their
+/// messages hold credits until acked, so `max_inflight` bounds them too.
+pub const IN_FLIGHT: InFlight = InFlight {
+    units: 4,
+    bytes: 4 * UNIT_BYTES,
+};
 /// How long a fetch waits at the server for messages.
 const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 /// Longest wait between fetch retries after errors.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
-/// Wait before retrying a unit the WAL refused (`on_full = "reject"`).
-const REFUSED_RETRY: Duration = Duration::from_millis(200);
 /// How long, at shutdown, units may wait for admission.
 const SHUTDOWN_ADMISSION: Duration = Duration::from_secs(5);
 /// How often the consumer's info (ack pending, pending) is read for `/status`.
@@ -346,11 +354,16 @@ pub fn register(name: &str, shared: &Arc<Shared>, telemetry: &Telemetry) {
             field(&s.status())
         });
     }
-    let gauges: [(&str, &str, Field); 2] = [
+    let gauges: [(&str, &str, Field); 3] = [
         (
             "weir_nats_credits_outstanding",
             "Messages fetched and not yet durable.",
             |s| s.credits_outstanding,
+        ),
+        (
+            "weir_nats_units_in_flight",
+            "Units appended to the WAL and not yet durable.",
+            |s| s.units_in_flight,
         ),
         (
             "weir_nats_ack_pending",
@@ -598,8 +611,10 @@ fn encode(
     }
 }
 
-/// Takes what was fetched, in order, makes it durable one unit at a time, then acks
-/// it and grants the freed credits back to the fetcher.
+/// Takes the fetched messages in stream order as units, keeps up to [`IN_FLIGHT`] of
+/// them on their way to the WAL at once (unit k+1 is appended while unit k is being
+/// fsynced, in stream order, through [`OrderedAppends`]), acks each unit's messages once
+/// it is durable, and grants the fetch loop new credits as they are acked.
 #[allow(clippy::too_many_arguments, reason = "the task's parts, passed once")]
 async fn append_loop(
     name: Arc<str>,
@@ -618,70 +633,105 @@ async fn append_loop(
     if let Some(n) = window.top_up() {
         let _ = rx.request(n.get());
     }
-    let mut items = Vec::new();
-    loop {
-        let first = match rx.recv().await {
-            Ok(item) => item,
-            Err(RecvError::Completed | RecvError::Cancelled | RecvError::Disconnected) => break,
-            Err(e) => {
-                tracing::error!(source = %name, "nats: credit channel failed: {e}");
-                break;
-            }
-        };
-        items.clear();
-        let mut bytes = first.bytes();
-        items.push(first);
-        while items.len() < UNIT_RECORDS && bytes < UNIT_BYTES {
-            match rx.try_recv() {
-                Ok(item) => {
-                    bytes += item.bytes();
-                    items.push(item);
-                }
-                Err(_) => break,
-            }
-        }
+    let mut appends: OrderedAppends<Vec<u64>> = OrderedAppends::new(ingest.clone(), IN_FLIGHT);
+    // The stream sequences of the units in flight, oldest first (to forget them if the
+    // WAL fails).
+    let mut units: VecDeque<Vec<u64>> = VecDeque::new();
+    let mut open = true;
+    let failure = loop {
         let stopping = *stop.borrow();
-        let seqs: Vec<u64> = items.iter().map(|i| i.seq).collect();
-        match make_durable(
-            &name,
-            std::mem::take(&mut items),
-            &ingest,
-            &quarantine,
-            &shared,
-            stopping,
-        )
-        .await
-        {
-            Ok(()) => {}
-            Err(message) => {
-                shared.ledger().abandon(&seqs);
-                if stopping {
-                    tracing::info!(source = %name, "nats: at shutdown, {message}; the server redelivers what was not acked");
-                } else {
-                    tracing::error!(source = %name, "nats: {message}; nothing more is acked, the server keeps it");
-                    shared.error(message.clone());
-                    ingest.stats().component.set_state(State::Failed(message));
+        let deadline = stopping.then(|| Instant::now() + SHUTDOWN_ADMISSION);
+        tokio::select! {
+            biased;
+            event = appends.next(), if !appends.is_empty() => match event {
+                Some(Event::Durable(seqs)) => {
+                    units.pop_front();
+                    let replies = {
+                        let mut ledger = shared.ledger();
+                        ledger.status_mut().units_in_flight = units.len() as u64;
+                        ledger.durable(&seqs)
+                    };
+                    if ack_confirm {
+                        futures::stream::iter(replies)
+                            .for_each_concurrent(CONFIRMS_IN_FLIGHT, |reply| {
+                                ack(&client, &shared, reply, true)
+                            })
+                            .await;
+                    } else {
+                        for reply in replies {
+                            ack(&client, &shared, reply, false).await;
+                        }
+                    }
+                    for _ in &seqs {
+                        window.finished();
+                    }
+                    if let Some(n) = window.top_up() {
+                        let _ = rx.request(n.get());
+                    }
                 }
-                break;
-            }
+                // on_full = "reject": nothing is acked meanwhile (no credit is freed, so
+                // nothing more is fetched); the units go again, first, in their order.
+                Some(Event::Refused) => {
+                    if let Err((message, _)) = appends.resubmit(deadline).await {
+                        break Some(message);
+                    }
+                }
+                Some(Event::Failed(_, message)) => break Some(message),
+                None => {}
+            },
+            first = rx.recv(), if open && appends.has_room() => match first {
+                Ok(first) => {
+                    let mut items = vec![first];
+                    let mut bytes = items[0].bytes();
+                    while items.len() < UNIT_RECORDS && bytes < UNIT_BYTES {
+                        match rx.try_recv() {
+                            Ok(item) => {
+                                bytes += item.bytes();
+                                items.push(item);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    let seqs: Vec<u64> = items.iter().map(|i| i.seq).collect();
+                    let batches = match into_batches(&name, items, &ingest, &quarantine, &shared).await {
+                        Ok(batches) => batches,
+                        Err(message) => {
+                            units.push_back(seqs);
+                            break Some(message);
+                        }
+                    };
+                    units.push_back(seqs.clone());
+                    {
+                        let mut ledger = shared.ledger();
+                        let s = ledger.status_mut();
+                        s.units_in_flight = units.len() as u64;
+                        s.max_units_in_flight = s.max_units_in_flight.max(s.units_in_flight);
+                    }
+                    if let Err((message, _)) = appends.submit(seqs, batches, deadline).await {
+                        break Some(message);
+                    }
+                }
+                Err(RecvError::Completed | RecvError::Cancelled | RecvError::Disconnected) => {
+                    open = false;
+                }
+                Err(e) => {
+                    tracing::error!(source = %name, "nats: credit channel failed: {e}");
+                    open = false;
+                }
+            },
+            else => break None,
         }
-        let replies = shared.ledger().durable(&seqs);
-        if ack_confirm {
-            futures::stream::iter(replies)
-                .for_each_concurrent(CONFIRMS_IN_FLIGHT, |reply| {
-                    ack(&client, &shared, reply, true)
-                })
-                .await;
+    };
+    if let Some(message) = failure {
+        // Nothing more is acked: the server redelivers what was not, after ack_wait.
+        let lost: Vec<u64> = units.into_iter().flatten().collect();
+        shared.ledger().abandon(&lost);
+        if *stop.borrow() {
+            tracing::info!(source = %name, "nats: at shutdown, {message}; the server redelivers what was not acked");
         } else {
-            for reply in replies {
-                ack(&client, &shared, reply, false).await;
-            }
-        }
-        for _ in &seqs {
-            window.finished();
-        }
-        if let Some(n) = window.top_up() {
-            let _ = rx.request(n.get());
+            tracing::error!(source = %name, "nats: {message}; nothing more is acked, the server keeps it");
+            shared.error(message.clone());
+            ingest.stats().component.set_state(State::Failed(message));
         }
     }
     // Whatever is still buffered was fetched but not made durable: the server
@@ -723,17 +773,18 @@ async fn ack(client: &Client, shared: &Shared, reply: String, confirm: bool) {
     }
 }
 
-/// Makes one unit durable: quarantine writes and WAL appends (split below the WAL's
-/// batch limit), retried while the WAL refuses them for room.
-async fn make_durable(
+/// Turns one unit into WAL batches (split below the WAL's batch limit), in stream
+/// order; a message the WAL cannot take is written to the quarantine (fsynced) now, and
+/// acked with its unit.
+async fn into_batches(
     name: &Arc<str>,
     items: Vec<Item>,
     ingest: &Ingest,
     quarantine: &Quarantine,
     shared: &Shared,
-    stopping: bool,
-) -> Result<(), String> {
+) -> Result<Vec<Batch>, String> {
     let max_batch_bytes = ingest.max_batch_bytes();
+    let mut batches = Vec::new();
     let mut batch = Batch::new();
     for item in items {
         match item.work {
@@ -748,12 +799,7 @@ async fn make_durable(
                     continue;
                 }
                 if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
-                    append(
-                        ingest,
-                        std::mem::replace(&mut batch, Batch::new()),
-                        stopping,
-                    )
-                    .await?;
+                    batches.push(std::mem::replace(&mut batch, Batch::new()));
                 }
                 batch
                     .push(&wire)
@@ -770,9 +816,9 @@ async fn make_durable(
         }
     }
     if !batch.is_empty() {
-        append(ingest, batch, stopping).await?;
+        batches.push(batch);
     }
-    Ok(())
+    Ok(batches)
 }
 
 async fn put_quarantine(
@@ -792,26 +838,6 @@ async fn put_quarantine(
         Err(e) => {
             tracing::error!(source = %name, "nats: quarantining a message failed, acked anyway: {e}");
             Ok(())
-        }
-    }
-}
-
-/// Appends one batch to the WAL, retried while the WAL refuses it for room (no
-/// credit is freed meanwhile, so nothing more is fetched).
-async fn append(ingest: &Ingest, mut batch: Batch, stopping: bool) -> Result<(), String> {
-    loop {
-        let deadline = stopping.then(|| std::time::Instant::now() + SHUTDOWN_ADMISSION);
-        let admission = ingest
-            .admit(batch.encoded_len(), deadline)
-            .await
-            .map_err(|e| format!("the WAL did not admit a batch: {e}"))?;
-        match admission.append(batch).await {
-            Ok(_) => return Ok(()),
-            Err(AppendError::Full { batch: b, .. } | AppendError::Busy(b)) => {
-                batch = b;
-                tokio::time::sleep(REFUSED_RETRY).await;
-            }
-            Err(e) => return Err(format!("the WAL refused a batch: {e}")),
         }
     }
 }
