@@ -363,6 +363,48 @@ fn kill_9_mid_stream_then_a_restart_loses_nothing() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// Under `on_full = "reject"` a full WAL refuses units (several are in flight): each
+/// goes again, first and in its order, and nothing of it is acked before it is durable.
+/// A slow required gate frees room now and then, so the run goes on to the end: every
+/// message arrives, in stream order per subject, and none is redelivered.
+#[test]
+fn units_the_wal_refuses_go_again_in_stream_order() {
+    let (root, server, js) = one_server();
+    const N: usize = 8_000;
+    publish(&js, N, 4, 1024);
+    let weir = Weir::new(root.path(), "w");
+    let config = weir.config(
+        &[server.url()],
+        "4 MiB",
+        "max_inflight = 2000\nfetch_batch = 200",
+        Some(2000),
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("on_full = \"block\""));
+    std::fs::write(
+        &config,
+        text.replace("on_full = \"block\"", "on_full = \"reject\""),
+    )
+    .unwrap();
+    let daemon = weir.start(&config);
+    let lines = wait_distinct(&weir.out(), N, Duration::from_secs(120), &daemon);
+    assert_complete_in_order(&lines, N, 4);
+    let status = daemon.wait_for("every ack", Duration::from_secs(10), |s| {
+        field(s, "acked") >= N as u64 && field(s, "credits_outstanding") == 0
+    });
+    let refused = status["sources"][SOURCE]["refused_batches"]
+        .as_u64()
+        .unwrap();
+    assert!(refused > 0, "the WAL never refused a unit: {status:#}");
+    assert!(field(&status, "max_units_in_flight") >= 2, "{status:#}");
+    assert_eq!(field(&status, "redelivered"), 0, "{status:#}");
+    eprintln!(
+        "refused batches {refused}, units in flight at most {}",
+        field(&status, "max_units_in_flight")
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}
+
 /// Two subject filters on 2.9 are refused at startup (it would ignore them and deliver
 /// the whole stream); so is a consumer whose ack policy is not explicit.
 #[test]
