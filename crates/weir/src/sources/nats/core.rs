@@ -288,6 +288,13 @@ impl Ledger {
         self.status.credits_outstanding = self.pending.len() as u64;
     }
 
+    /// Forgets every message fetched and not yet durable (the WAL failed: nothing more
+    /// is acked in this run, and the server redelivers them after `ack_wait`).
+    pub fn abandon_all(&mut self) {
+        self.pending.clear();
+        self.status.credits_outstanding = 0;
+    }
+
     /// The reply subjects of messages that have waited at least half of `ack_wait`
     /// since they were fetched or last progress-acked: send each a progress ack
     /// (`+WPI`) now. Each counts as touched now.
@@ -389,6 +396,22 @@ mod tests {
         );
         let s = l.status();
         assert_eq!((s.fetched, s.redelivered, s.duplicates_acked), (4, 2, 1));
+    }
+
+    #[test]
+    fn a_failed_wal_forgets_everything_not_yet_durable() {
+        let mut l = ledger();
+        for seq in 1..=3 {
+            let _ = l.fetched(seq, 1, format!("r{seq}"), 0);
+        }
+        assert_eq!(l.durable(&[1]), vec!["r1".to_owned()]);
+        l.abandon_all();
+        assert_eq!((l.outstanding(), l.status().credits_outstanding), (0, 0));
+        assert!(l.durable(&[2, 3]).is_empty(), "nothing left to ack");
+        assert!(
+            l.progress_due(u64::MAX).is_empty(),
+            "no progress acks either"
+        );
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! The `nats` source's tokio tasks (see the [module docs](super)).
 
-use std::collections::VecDeque;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -634,9 +633,6 @@ async fn append_loop(
         let _ = rx.request(n.get());
     }
     let mut appends: OrderedAppends<Vec<u64>> = OrderedAppends::new(ingest.clone(), IN_FLIGHT);
-    // The stream sequences of the units in flight, oldest first (to forget them if the
-    // WAL fails).
-    let mut units: VecDeque<Vec<u64>> = VecDeque::new();
     let mut open = true;
     let failure = loop {
         let stopping = *stop.borrow();
@@ -645,10 +641,9 @@ async fn append_loop(
             biased;
             event = appends.next(), if !appends.is_empty() => match event {
                 Some(Event::Durable(seqs)) => {
-                    units.pop_front();
                     let replies = {
                         let mut ledger = shared.ledger();
-                        ledger.status_mut().units_in_flight = units.len() as u64;
+                        ledger.status_mut().units_in_flight = appends.in_flight().0 as u64;
                         ledger.durable(&seqs)
                     };
                     if ack_confirm {
@@ -695,21 +690,15 @@ async fn append_loop(
                     let seqs: Vec<u64> = items.iter().map(|i| i.seq).collect();
                     let batches = match into_batches(&name, items, &ingest, &quarantine, &shared).await {
                         Ok(batches) => batches,
-                        Err(message) => {
-                            units.push_back(seqs);
-                            break Some(message);
-                        }
+                        Err(message) => break Some(message),
                     };
-                    units.push_back(seqs.clone());
-                    {
-                        let mut ledger = shared.ledger();
-                        let s = ledger.status_mut();
-                        s.units_in_flight = units.len() as u64;
-                        s.max_units_in_flight = s.max_units_in_flight.max(s.units_in_flight);
-                    }
                     if let Err((message, _)) = appends.submit(seqs, batches, deadline).await {
                         break Some(message);
                     }
+                    let mut ledger = shared.ledger();
+                    let s = ledger.status_mut();
+                    s.units_in_flight = appends.in_flight().0 as u64;
+                    s.max_units_in_flight = s.max_units_in_flight.max(s.units_in_flight);
                 }
                 Err(RecvError::Completed | RecvError::Cancelled | RecvError::Disconnected) => {
                     open = false;
@@ -724,8 +713,7 @@ async fn append_loop(
     };
     if let Some(message) = failure {
         // Nothing more is acked: the server redelivers what was not, after ack_wait.
-        let lost: Vec<u64> = units.into_iter().flatten().collect();
-        shared.ledger().abandon(&lost);
+        shared.ledger().abandon_all();
         if *stop.borrow() {
             tracing::info!(source = %name, "nats: at shutdown, {message}; the server redelivers what was not acked");
         } else {
