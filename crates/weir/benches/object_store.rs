@@ -110,6 +110,7 @@ fn batches(count: usize, per_batch: u64, size: usize) -> Vec<Arc<SinkBatch>> {
                     .collect(),
                 records,
                 next_offset: from + per_batch,
+                wire: Vec::new(),
             })
         })
         .collect()

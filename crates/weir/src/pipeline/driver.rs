@@ -8,9 +8,10 @@
 //!
 //! - The **reader task** owns the WAL [`Reader`]: it reads up to `read_batch_records`
 //!   records and `read_batch_bytes` bytes, skips records of sources not in the sink's
-//!   `inputs` (they still advance the cursor), decodes the rest and sends them on. The
-//!   channel holds `channel_batches` (2) batches, so it holds at most that many times
-//!   the read size. It also commits the cursor to whatever the writer acknowledged,
+//!   `inputs` (they still advance the cursor), decodes the rest (or, for a sink that
+//!   [takes the WAL form](Sink::takes_wire), checks their lengths and keeps their
+//!   bytes) and sends them on. The channel holds `channel_batches` (2) batches, so it
+//!   holds at most that many times the read size. It also commits the cursor to whatever the writer acknowledged,
 //!   at most once per [`COMMIT_INTERVAL`] while running (a commit is two fsyncs, the
 //!   cursor file's and its directory's) and always at the end.
 //! - The **writer task** hands each batch to the [`Sink`]; a failure is retried with
@@ -41,7 +42,7 @@ use weir_wal::{ReadBatch, ReadLimits, Reader};
 
 use weir_wal::Wal;
 
-use super::sink::{Position, Sink, SinkBatch, Unencodable};
+use super::sink::{Position, Sink, SinkBatch, Unencodable, WireRecord};
 use super::stats::{SinkStats, add};
 use crate::quarantine::{Quarantine, Rejected};
 use crate::record::{Record, peek_source};
@@ -106,6 +107,7 @@ pub async fn run<S: Sink>(
     quarantine: Quarantine,
 ) -> (S, Outcome) {
     sink.resume_at(reader.position());
+    let wire = sink.takes_wire();
     stats.channel.clear();
     stats.component.set_state(State::Running);
     let (tx, rx) = mpsc::channel(config.channel_batches.max(1));
@@ -119,7 +121,7 @@ pub async fn run<S: Sink>(
         phase.clone(),
         quarantine,
     ));
-    read_loop(config, reader, tx, ack_rx, Arc::clone(&stats), phase).await;
+    read_loop(config, reader, tx, ack_rx, Arc::clone(&stats), phase, wire).await;
     let (sink, outcome) = match (&mut writer).await {
         Ok(done) => done,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
@@ -137,6 +139,7 @@ async fn read_loop(
     mut acks: watch::Receiver<u64>,
     stats: Arc<SinkStats>,
     mut phase: watch::Receiver<Phase>,
+    wire: bool,
 ) {
     let inputs: Vec<Arc<str>> = config
         .inputs
@@ -184,7 +187,7 @@ async fn read_loop(
             read = read_next(&mut reader, tx.as_ref(), config.limits), if tx.is_some() => {
                 match read {
                     Ok((permit, batch)) => {
-                        let batch = decode(batch, &inputs, &stats, &config.name);
+                        let batch = decode(batch, &inputs, &stats, &config.name, wire);
                         stats.channel.push(batch.bytes);
                         permit.send(Arc::new(batch));
                     }
@@ -234,8 +237,15 @@ async fn commit(reader: &mut Reader, offset: u64, name: &str) {
     }
 }
 
-/// Keeps the records of the sink's inputs, decoded; counts the gap.
-fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) -> SinkBatch {
+/// Keeps the records of the sink's inputs, decoded (or checked and kept in their WAL
+/// form for a sink that [takes them so](Sink::takes_wire)); counts the gap.
+fn decode(
+    batch: ReadBatch,
+    inputs: &[Arc<str>],
+    stats: &SinkStats,
+    name: &str,
+    wire: bool,
+) -> SinkBatch {
     if let Some(gap) = batch.gap {
         add(&stats.gaps, 1);
         add(&stats.gap_records, gap.records());
@@ -251,43 +261,56 @@ fn decode(batch: ReadBatch, inputs: &[Arc<str>], stats: &SinkStats, name: &str) 
         );
     }
     let next_offset = batch.next_offset();
-    let mut records = Vec::with_capacity(batch.records.len());
-    let mut positions = Vec::with_capacity(batch.records.len());
-    let mut bytes = 0;
+    let mut out = SinkBatch {
+        next_offset,
+        ..SinkBatch::default()
+    };
+    if wire {
+        out.wire.reserve(batch.records.len());
+    } else {
+        out.records.reserve(batch.records.len());
+        out.positions.reserve(batch.records.len());
+    }
+    let skip = |offset: u64, e: &dyn std::fmt::Display| {
+        add(&stats.unencodable, 1);
+        tracing::warn!("sink {name}: WAL record {offset} skipped: {e}");
+    };
     for wal_record in batch.records {
         let input = match peek_source(&wal_record.payload) {
             Ok(source) => match inputs.iter().find(|i| ***i == *source) {
-                Some(input) => Arc::clone(input),
+                Some(input) => input,
                 None => continue,
             },
             Err(e) => {
-                add(&stats.unencodable, 1);
-                tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
+                skip(wal_record.offset, &e);
                 continue;
             }
         };
+        let position = Position {
+            offset: wal_record.offset,
+            time_ms: wal_record.time_ms,
+        };
+        if wire {
+            match WireRecord::new(position, wal_record.payload) {
+                Ok(record) => {
+                    out.bytes += record.payload_len() as u64;
+                    out.wire.push(record);
+                }
+                Err(e) => skip(position.offset, &e),
+            }
+            continue;
+        }
         // The source name is the input's, already held: no allocation per record.
-        match Record::decode_with(wal_record.payload, |_| input) {
+        match Record::decode_with(wal_record.payload, |_| Arc::clone(input)) {
             Ok(record) => {
-                bytes += record.payload.len() as u64;
-                records.push(record);
-                positions.push(Position {
-                    offset: wal_record.offset,
-                    time_ms: wal_record.time_ms,
-                });
+                out.bytes += record.payload.len() as u64;
+                out.records.push(record);
+                out.positions.push(position);
             }
-            Err(e) => {
-                add(&stats.unencodable, 1);
-                tracing::warn!("sink {name}: WAL record {} skipped: {e}", wal_record.offset);
-            }
+            Err(e) => skip(position.offset, &e),
         }
     }
-    SinkBatch {
-        records,
-        next_offset,
-        bytes,
-        positions,
-    }
+    out
 }
 
 async fn write_loop<S: Sink>(
@@ -390,10 +413,7 @@ async fn write_with_retry<S: Sink>(
         match result {
             Ok(written) => {
                 stats.component.set_state(State::Running);
-                add(
-                    &stats.records,
-                    batch.records.len() as u64 - written.unencodable,
-                );
+                add(&stats.records, batch.len() as u64 - written.unencodable);
                 add(&stats.bytes, batch.bytes);
                 add(&stats.batches, 1);
                 stats

@@ -122,3 +122,114 @@ async fn cursor_commits_are_spaced_but_keep_up() {
     assert_eq!(outcome, Outcome::Finished);
     assert_eq!(committed(), end);
 }
+
+/// Collects what it is handed; takes its records in their WAL form.
+struct WireSink {
+    got: Arc<std::sync::Mutex<Vec<Arc<SinkBatch>>>>,
+}
+
+impl Sink for WireSink {
+    fn takes_wire(&self) -> bool {
+        true
+    }
+
+    async fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        _rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
+        self.got.lock().unwrap().push(Arc::clone(batch));
+        Ok(Written {
+            durable_through: Some(batch.next_offset),
+            ..Written::default()
+        })
+    }
+}
+
+/// A sink that takes the WAL form gets its inputs' records only, in order, with their
+/// positions, lengths checked (one cut short is skipped and counted), nothing decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_taking_the_wal_form_gets_its_inputs_records_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::builder(dir.path().join("wal"))
+        .max_disk(64 << 20)
+        .segment_bytes(1 << 20)
+        .on_full(OnFull::Block)
+        .cursor("api", CursorConfig::default())
+        .build()
+        .unwrap();
+    let (wal, _) = Wal::open(config).unwrap();
+    let mut batch = Batch::new();
+    let mut expected = Vec::new();
+    for i in 0..30u64 {
+        let record = Record {
+            source: if i % 3 == 0 { "other" } else { "gen" }.into(),
+            key: format!("key-{i}"),
+            timestamp_ms: 1,
+            payload: bytes::Bytes::from(format!("{{\"i\":{i}}}")),
+            attributes: vec![("n".to_owned(), i.to_string())],
+        };
+        let mut wire = Vec::new();
+        record.encode_into(&mut wire);
+        if i == 10 {
+            wire.pop(); // its payload cut short by a byte
+        } else if i % 3 != 0 {
+            expected.push((i, record));
+        }
+        batch.push(&wire).unwrap();
+    }
+    wal.append(batch).await.unwrap();
+
+    let telemetry = Telemetry::new("test".into());
+    let stats = Arc::new(SinkStats::new(
+        telemetry.component(ComponentKind::Sink, "api"),
+    ));
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = WireSink {
+        got: Arc::clone(&got),
+    };
+    let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
+    let (phase_tx, phase) = watch::channel(Phase::Drain(30));
+    let (_, outcome) = run(
+        DriverConfig {
+            name: "api".into(),
+            inputs: vec!["gen".into()],
+            limits: ReadLimits {
+                max_records: 7,
+                max_bytes: 1 << 20,
+            },
+            channel_batches: 2,
+            retry_initial: Duration::from_millis(10),
+            retry_max: Duration::from_millis(100),
+        },
+        wal.reader("api").unwrap(),
+        sink,
+        Arc::clone(&stats),
+        phase,
+        quarantine,
+    )
+    .await;
+    drop(phase_tx);
+    assert_eq!(outcome, Outcome::Finished);
+
+    let batches = got.lock().unwrap().clone();
+    let mut seen = Vec::new();
+    for batch in &batches {
+        assert!(batch.records.is_empty() && batch.positions.is_empty());
+        let payloads: u64 = batch.wire.iter().map(|w| w.payload_len() as u64).sum();
+        assert_eq!(batch.bytes, payloads);
+        assert_eq!(batch.len(), batch.wire.len());
+        seen.extend(batch.wire.iter().cloned());
+    }
+    assert_eq!(seen.len(), expected.len());
+    for (wire, (offset, record)) in seen.iter().zip(&expected) {
+        assert_eq!(wire.position.offset, *offset);
+        assert_eq!(wire.decode().unwrap(), *record);
+        let view = wire.view().unwrap();
+        assert_eq!((view.source, view.key), ("gen", record.key.as_str()));
+    }
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(load(&stats.unencodable), 1, "the record cut short");
+    assert_eq!(load(&stats.records), expected.len() as u64);
+    assert_eq!(wal.stats().cursors[0].committed, 30);
+}

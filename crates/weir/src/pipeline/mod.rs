@@ -18,7 +18,7 @@ pub mod sink;
 pub mod stats;
 
 pub use self::ingest::{AdmitError, Ingest, Reserved};
-pub use self::sink::{Position, Sink, SinkBatch, SinkError, Unencodable, Written};
+pub use self::sink::{Position, Sink, SinkBatch, SinkError, Unencodable, WireRecord, Written};
 pub use self::stats::{Detail, SinkStats, SourceStats};
 
 use tokio::sync::watch;

@@ -10,13 +10,18 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::record::{EncodeError, Record};
+use crate::record::{DecodeError, EncodeError, Record, RecordRef};
 
 /// Records read from the WAL for one sink, in offset order.
 #[derive(Debug, Default)]
 pub struct SinkBatch {
-    /// The records of the sink's inputs (records of other sources are already skipped).
+    /// The records of the sink's inputs (records of other sources are already skipped),
+    /// decoded; empty for a sink that takes them in their WAL form
+    /// ([`Sink::takes_wire`]), which finds them in [`SinkBatch::wire`].
     pub records: Vec<Record>,
+    /// The same records in their WAL form, checked but not decoded, for a sink that
+    /// encodes straight from them ([`Sink::takes_wire`]); empty otherwise.
+    pub wire: Vec<WireRecord>,
     /// The offset after the last record read (skipped ones included): once the sink has
     /// stored `records`, the cursor may move here.
     pub next_offset: u64,
@@ -25,6 +30,77 @@ pub struct SinkBatch {
     /// Where each of `records` is in the WAL (same order and length): sinks that cut
     /// their output at recorded offsets (the object-store sink) need them.
     pub positions: Vec<Position>,
+}
+
+impl SinkBatch {
+    /// Records held, decoded or in their WAL form.
+    pub fn len(&self) -> usize {
+        self.records.len() + self.wire.len()
+    }
+
+    /// Whether it holds no record (it may still move the cursor).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A record of a sink's inputs as the WAL holds it: the driver checked its lengths
+/// ([`RecordRef::payload_at`]); a sink reads it in place with
+/// [`WireRecord::view`], which costs no allocation (a decoded [`Record`] allocates its
+/// key and attributes, and frees them on the thread that drops it).
+#[derive(Debug, Clone)]
+pub struct WireRecord {
+    /// Its place in the WAL.
+    pub position: Position,
+    /// The record's WAL form (a slice of the chunk the WAL reader read).
+    pub bytes: bytes::Bytes,
+    /// Where its payload starts in `bytes` (it runs to the end).
+    pub payload_at: usize,
+}
+
+impl WireRecord {
+    /// Checks the lengths of the record in `bytes` and keeps it.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError`] if the bytes are not one record by their lengths.
+    pub fn new(position: Position, bytes: bytes::Bytes) -> Result<WireRecord, DecodeError> {
+        let payload_at = RecordRef::payload_at(&bytes)?;
+        Ok(WireRecord {
+            position,
+            bytes,
+            payload_at,
+        })
+    }
+
+    /// The record, read in place.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError`] if a text field is not UTF-8 (weir writes only UTF-8 there, and
+    /// the WAL's CRC protects it: not expected; the sink refuses such a record).
+    pub fn view(&self) -> Result<RecordRef<'_>, DecodeError> {
+        RecordRef::parse(&self.bytes)
+    }
+
+    /// The payload's length.
+    pub fn payload_len(&self) -> usize {
+        self.bytes.len() - self.payload_at
+    }
+
+    /// The payload, sharing the WAL chunk's buffer.
+    pub fn payload(&self) -> bytes::Bytes {
+        self.bytes.slice(self.payload_at..)
+    }
+
+    /// The record decoded (for the quarantine, which takes [`Record`]s).
+    ///
+    /// # Errors
+    ///
+    /// As [`WireRecord::view`].
+    pub fn decode(&self) -> Result<Record, DecodeError> {
+        Record::decode_with(self.bytes.clone(), |s| Arc::from(s))
+    }
 }
 
 /// A record's place in the WAL.
@@ -114,6 +190,13 @@ pub struct Unencodable {
 /// A running sink, as its driver uses it. Each sink type implements it in its
 /// `sinks/<type>/shell.rs`; the registry (`sinks/mod.rs`) dispatches to them.
 pub trait Sink: Send + 'static {
+    /// Whether it takes its records in their WAL form ([`SinkBatch::wire`]) rather than
+    /// decoded ([`SinkBatch::records`]): a sink that encodes each record straight into
+    /// its output spends no allocation per record then. Asked once per driver run.
+    fn takes_wire(&self) -> bool {
+        false
+    }
+
     /// Stores a batch; records it cannot encode are pushed to `rejects`.
     ///
     /// # Errors

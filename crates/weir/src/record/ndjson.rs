@@ -5,7 +5,7 @@
 //! line), a JSON string when it is UTF-8 text, and otherwise the record cannot be
 //! written as text: [`EncodeError::NotText`], and the sink quarantines it.
 
-use super::Record;
+use super::{Record, RecordRef};
 
 /// A record that has no NDJSON form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,30 +32,68 @@ impl Record {
     ///
     /// [`EncodeError::NotText`] if the payload is neither JSON nor UTF-8.
     pub fn write_ndjson(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let start = out.len();
-        out.extend_from_slice(b"{\"source\":");
-        write_json_str(out, &self.source);
-        out.extend_from_slice(b",\"key\":");
-        write_json_str(out, &self.key);
-        out.extend_from_slice(b",\"ts\":");
-        out.extend_from_slice(itoa::Buffer::new().format(self.timestamp_ms).as_bytes());
-        out.extend_from_slice(b",\"payload\":");
-        if let Err(err) = write_payload(out, &self.payload) {
-            out.truncate(start);
-            return Err(err);
-        }
-        out.extend_from_slice(b",\"attributes\":{");
-        for (i, (name, value)) in self.attributes.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_json_str(out, name);
-            out.push(b':');
-            write_json_str(out, value);
-        }
-        out.extend_from_slice(b"}}\n");
-        Ok(())
+        write_line(
+            out,
+            &self.source,
+            &self.key,
+            self.timestamp_ms,
+            self.attributes
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+            &self.payload,
+        )
     }
+}
+
+impl RecordRef<'_> {
+    /// [`Record::write_ndjson`] of the record read in place (the same line).
+    ///
+    /// # Errors
+    ///
+    /// As [`Record::write_ndjson`].
+    pub fn write_ndjson(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        write_line(
+            out,
+            self.source,
+            self.key,
+            self.timestamp_ms,
+            self.attributes(),
+            self.payload,
+        )
+    }
+}
+
+fn write_line<'a>(
+    out: &mut Vec<u8>,
+    source: &str,
+    key: &str,
+    timestamp_ms: i64,
+    attributes: impl Iterator<Item = (&'a str, &'a str)>,
+    payload: &[u8],
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    out.extend_from_slice(b"{\"source\":");
+    write_json_str(out, source);
+    out.extend_from_slice(b",\"key\":");
+    write_json_str(out, key);
+    out.extend_from_slice(b",\"ts\":");
+    out.extend_from_slice(itoa::Buffer::new().format(timestamp_ms).as_bytes());
+    out.extend_from_slice(b",\"payload\":");
+    if let Err(err) = write_payload(out, payload) {
+        out.truncate(start);
+        return Err(err);
+    }
+    out.extend_from_slice(b",\"attributes\":{");
+    for (i, (name, value)) in attributes.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_str(out, name);
+        out.push(b':');
+        write_json_str(out, value);
+    }
+    out.extend_from_slice(b"}}\n");
+    Ok(())
 }
 
 fn write_json_str(out: &mut Vec<u8>, s: &str) {

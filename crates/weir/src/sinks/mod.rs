@@ -109,6 +109,10 @@ macro_rules! registry {
         }
 
         impl pipeline::Sink for Sink {
+            fn takes_wire(&self) -> bool {
+                match self { $(Sink::$variant(s) => s.takes_wire(),)+ }
+            }
+
             async fn write(
                 &mut self,
                 batch: &Arc<SinkBatch>,

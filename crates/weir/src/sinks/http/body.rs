@@ -11,41 +11,44 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::config::{BodyCompression, Encoding};
-use crate::pipeline::SinkBatch;
-use crate::record::{EncodeError, Record};
+use crate::pipeline::{SinkBatch, WireRecord};
+use crate::record::{EncodeError, RecordRef};
 
 /// Bytes an envelope adds to a record's payload, key, source and attributes
 /// (`{"source":"","key":"","ts":,"payload":,"attributes":{}}` and the newline: 56, plus
 /// a 13-digit millisecond time), for sizing requests before they are encoded.
 const ENVELOPE_BYTES: u64 = 69;
 
+/// The bytes of a record's WAL form before its payload that are not its source, key or
+/// attributes' text: the version, the length fields, the time and the attribute count
+/// (1 + 2 + 2 + 8 + 2 + 4), and 6 more per attribute (its two length fields). An
+/// envelope adds the same 6 per attribute (four quotes, a colon and a comma), so a
+/// record's envelope size follows from where its payload starts.
+const WIRE_HEADER_BYTES: u64 = 19;
+
 /// Whether `record` can be encoded in `encoding`, and its size once encoded (exact for
-/// `payload`; for envelopes, exact for a compact JSON payload and a little under for a
-/// string payload that needs escaping).
+/// `payload`; for envelopes, exact for a compact JSON payload with a 13-digit time, one
+/// byte over with attributes, and a little under for a string payload that needs
+/// escaping).
 ///
 /// # Errors
 ///
 /// [`EncodeError`] when an envelope cannot hold the payload: it is not UTF-8 (JSON is
 /// UTF-8, and UTF-8 text goes as a JSON string).
-pub fn size(record: &Record, encoding: Encoding) -> Result<u64, EncodeError> {
-    let payload = record.payload.len() as u64;
+pub fn size(record: &WireRecord, encoding: Encoding) -> Result<u64, EncodeError> {
+    let payload = &record.bytes[record.payload_at..];
     match encoding {
-        Encoding::Payload => Ok(payload + 1),
+        Encoding::Payload => Ok(payload.len() as u64 + 1),
         Encoding::Ndjson | Encoding::JsonArray => {
-            if let Err(e) = std::str::from_utf8(&record.payload) {
+            if let Err(e) = std::str::from_utf8(payload) {
                 return Err(EncodeError::NotText {
-                    len: record.payload.len(),
+                    len: payload.len(),
                     valid_up_to: e.valid_up_to(),
                 });
             }
-            let attributes: usize = record
-                .attributes
-                .iter()
-                .map(|(name, value)| name.len() + value.len() + 6)
-                .sum();
-            Ok(payload
-                + (record.key.len() + record.source.len() + attributes) as u64
-                + ENVELOPE_BYTES)
+            // Source, key and attributes (with their 6 bytes each) as in the WAL form.
+            let fields = (record.payload_at as u64).saturating_sub(WIRE_HEADER_BYTES);
+            Ok(payload.len() as u64 + fields + ENVELOPE_BYTES)
         }
     }
 }
@@ -99,16 +102,20 @@ impl Gather {
     pub fn encode(
         &self,
         encoding: Encoding,
-        mut refused: impl FnMut(&Record, EncodeError),
+        mut refused: impl FnMut(&WireRecord, String),
     ) -> Parts {
         let mut builder = PartsBuilder::with_capacity(encoding, self.records, self.bytes);
         let mut skipped = Vec::new();
         let records = self
             .segments
             .iter()
-            .flat_map(|(batch, range)| &batch.records[range.clone()]);
+            .flat_map(|(batch, range)| &batch.wire[range.clone()]);
         for (i, record) in records.enumerate() {
-            if let Err(e) = builder.push(record) {
+            let pushed = match record.view() {
+                Ok(view) => builder.push(&view).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = pushed {
                 skipped.push(i);
                 refused(record, e);
             }
@@ -124,10 +131,10 @@ impl Gather {
     /// # Panics
     ///
     /// If `i` is not below [`Gather::len`].
-    pub fn record(&self, mut i: usize) -> &Record {
+    pub fn record(&self, mut i: usize) -> &WireRecord {
         for (batch, range) in &self.segments {
             if i < range.len() {
-                return &batch.records[range.start + i];
+                return &batch.wire[range.start + i];
             }
             i -= range.len();
         }
@@ -247,11 +254,11 @@ impl PartsBuilder {
     ///
     /// [`EncodeError`] when an envelope cannot hold the payload (neither JSON nor
     /// UTF-8); nothing is added. `payload` takes any bytes.
-    pub fn push(&mut self, record: &Record) -> Result<u64, EncodeError> {
+    pub fn push(&mut self, record: &RecordRef<'_>) -> Result<u64, EncodeError> {
         let start = self.raw.len();
         match self.encoding {
             Encoding::Payload => {
-                self.raw.extend_from_slice(&record.payload);
+                self.raw.extend_from_slice(record.payload);
                 self.raw.push(b'\n');
             }
             Encoding::Ndjson | Encoding::JsonArray => record.write_ndjson(&mut self.raw)?,
@@ -297,20 +304,38 @@ mod tests {
 
     use super::*;
 
-    fn record(payload: &'static [u8]) -> Record {
+    use crate::pipeline::Position;
+    use crate::record::Record;
+
+    fn decoded(payload: &[u8]) -> Record {
         Record {
             source: Arc::from("gen"),
             key: "k".to_owned(),
             timestamp_ms: 1,
-            payload: Bytes::from_static(payload),
+            payload: Bytes::copy_from_slice(payload),
             attributes: Vec::new(),
         }
+    }
+
+    /// A record in its WAL form, as the driver hands it to the sink.
+    fn wire_of(record: &Record) -> WireRecord {
+        let mut bytes = Vec::new();
+        record.encode_into(&mut bytes);
+        let position = Position {
+            offset: 0,
+            time_ms: 0,
+        };
+        WireRecord::new(position, Bytes::from(bytes)).unwrap()
+    }
+
+    fn record(payload: &[u8]) -> WireRecord {
+        wire_of(&decoded(payload))
     }
 
     fn parts(encoding: Encoding, payloads: &[&'static [u8]]) -> Parts {
         let mut builder = PartsBuilder::with_capacity(encoding, 0, 0);
         for p in payloads {
-            builder.push(&record(p)).unwrap();
+            builder.push(&record(p).view().unwrap()).unwrap();
         }
         builder.take()
     }
@@ -376,9 +401,9 @@ mod tests {
     #[test]
     fn a_record_without_an_envelope_is_refused_and_adds_nothing() {
         let mut builder = PartsBuilder::with_capacity(Encoding::Ndjson, 0, 0);
-        builder.push(&record(b"{\"a\":1}")).unwrap();
+        builder.push(&record(b"{\"a\":1}").view().unwrap()).unwrap();
         // A binary payload has no envelope, but goes as it is in `payload`.
-        assert!(builder.push(&record(b"\xff")).is_err());
+        assert!(builder.push(&record(b"\xff").view().unwrap()).is_err());
         let taken = builder.take();
         assert_eq!(taken.len(), 1);
         let body = taken
@@ -388,23 +413,21 @@ mod tests {
         assert!(size(&record(b"\xff"), Encoding::Ndjson).is_err());
         assert_eq!(size(&record(b"\xff"), Encoding::Payload).unwrap(), 2);
         let mut payload = PartsBuilder::with_capacity(Encoding::Payload, 0, 0);
-        assert!(payload.push(&record(b"\xff")).is_ok());
+        assert!(payload.push(&record(b"\xff").view().unwrap()).is_ok());
     }
 
     #[test]
     fn gathered_records_encode_in_order_and_sizes_match_compact_json() {
         let batch = |payloads: &[&'static [u8]]| {
             Arc::new(SinkBatch {
-                records: payloads.iter().map(|p| record(p)).collect(),
-                next_offset: 0,
-                bytes: 0,
-                positions: Vec::new(),
+                wire: payloads.iter().map(|p| record(p)).collect(),
+                ..SinkBatch::default()
             })
         };
         let (a, b) = (batch(&[b"{\"n\":1}", b"{\"n\":2}"]), batch(&[b"{\"n\":3}"]));
         let mut gather = Gather::default();
         for (batch, i) in [(&a, 0), (&a, 1), (&b, 0)] {
-            let s = size(&batch.records[i], Encoding::Ndjson).unwrap();
+            let s = size(&batch.wire[i], Encoding::Ndjson).unwrap();
             gather.push(batch, i, s);
         }
         assert_eq!(
@@ -438,7 +461,7 @@ mod tests {
     #[test]
     fn a_part_finds_its_record_in_the_gather_past_skipped_ones() {
         let batch = Arc::new(SinkBatch {
-            records: [
+            wire: [
                 &b"{\"n\":0}"[..],
                 b"\xff",
                 b"{\"n\":2}",
@@ -447,26 +470,64 @@ mod tests {
                 b"{\"n\":5}",
             ]
             .iter()
-            .map(|p| Record {
-                payload: Bytes::copy_from_slice(p),
-                ..record(b"")
-            })
+            .map(|p| record(p))
             .collect(),
-            next_offset: 0,
-            bytes: 0,
-            positions: Vec::new(),
+            ..SinkBatch::default()
         });
         let mut gather = Gather::default();
         for i in 0..6 {
             gather.push(&batch, i, 1);
         }
         let mut refused = Vec::new();
-        let parts = gather.encode(Encoding::Ndjson, |r, _| refused.push(r.payload.clone()));
+        let parts = gather.encode(Encoding::Ndjson, |r, _| refused.push(r.payload()));
         assert_eq!(refused, [&b"\xff"[..], b"\xfe", b"\xfd"]);
         assert_eq!(parts.len(), 3);
-        let payloads: Vec<&[u8]> = (0..3)
-            .map(|i| &gather.record(parts.gather_index(i)).payload[..])
+        let payloads: Vec<Bytes> = (0..3)
+            .map(|i| gather.record(parts.gather_index(i)).payload())
             .collect();
         assert_eq!(payloads, [&b"{\"n\":0}"[..], b"{\"n\":2}", b"{\"n\":5}"]);
+    }
+
+    /// The size of an envelope follows from the WAL form: the same as counting the
+    /// fields of the decoded record, and exact for a compact JSON payload, with
+    /// attributes too.
+    #[test]
+    fn sizes_from_the_wal_form_match_the_encoded_lines() {
+        let records = [
+            decoded(b"{\"a\":1}"),
+            Record {
+                key: "sensors/kitchen/t".to_owned(),
+                timestamp_ms: 1_700_000_000_000,
+                attributes: vec![
+                    ("mqtt.qos".to_owned(), "1".to_owned()),
+                    ("unit".to_owned(), "C".to_owned()),
+                ],
+                ..decoded(b"[1,2,{\"b\":null}]")
+            },
+            Record {
+                source: Arc::from("a-longer-source-name"),
+                key: String::new(),
+                timestamp_ms: 1_700_000_000_000,
+                ..decoded(b"17")
+            },
+        ];
+        for r in &records {
+            let wire = wire_of(r);
+            let mut line = Vec::new();
+            r.write_ndjson(&mut line).unwrap();
+            let mut from_wire = Vec::new();
+            wire.view().unwrap().write_ndjson(&mut from_wire).unwrap();
+            assert_eq!(from_wire, line, "the same line from the WAL form");
+            let digits = r.timestamp_ms.to_string().len() as u64;
+            // Attributes are counted with a comma each, one more than they have.
+            let comma = u64::from(!r.attributes.is_empty());
+            assert_eq!(
+                size(&wire, Encoding::Ndjson).unwrap(),
+                line.len() as u64 + (13 - digits) + comma,
+                "{r:?}"
+            );
+            assert_eq!(wire.payload(), r.payload);
+            assert_eq!(wire.decode().unwrap(), *r);
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! Records are gathered into requests of at most `batch_records` records and
 //! `batch_bytes` bytes (a request that is not full goes after `batch_linger`), encoded
 //! as `ndjson` envelopes, a `json_array` of them, or the `payload`s alone, and
-//! optionally compressed (`gzip`, `zstd`). One kept client (hyper-util's pooled client
+//! optionally compressed (`gzip`, `zstd`). Each request's own task encodes its records
+//! straight from their WAL form ([`crate::pipeline::Sink::takes_wire`]: nothing is
+//! decoded into owned strings first). One kept client (hyper-util's pooled client
 //! over rustls: HTTP/1.1, and HTTP/2 where TLS negotiates it) sends them.
 //!
 //! **Order and the cursor.** Requests run concurrently through weir-flow's ordered

@@ -340,6 +340,11 @@ impl HttpSink {
 }
 
 impl Sink for HttpSink {
+    /// Records are encoded in each request's task straight from their WAL form.
+    fn takes_wire(&self) -> bool {
+        true
+    }
+
     /// Adds the batch's records to the request being filled, and hands full requests
     /// to the stage (waiting only while all its slots are busy).
     ///
@@ -358,7 +363,7 @@ impl Sink for HttpSink {
             self.shared.config.encoding,
             self.shared.config.batch_bytes.bytes(),
         );
-        for (i, record) in batch.records.iter().enumerate() {
+        for (i, record) in batch.wire.iter().enumerate() {
             match body::size(record, encoding) {
                 Ok(size) => {
                     if !self.pending.is_empty()
@@ -372,10 +377,15 @@ impl Sink for HttpSink {
                 }
                 Err(reason) => {
                     unencodable += 1;
-                    rejects.push(Unencodable {
-                        record: record.clone(),
-                        reason,
-                    });
+                    match record.decode() {
+                        Ok(record) => rejects.push(Unencodable { record, reason }),
+                        // Skipped and counted, as the driver skips what does not decode.
+                        Err(e) => tracing::warn!(
+                            "sink {}: WAL record {} skipped: {e}",
+                            self.shared.name,
+                            record.position.offset
+                        ),
+                    }
                 }
             }
         }
@@ -518,12 +528,14 @@ enum Final {
 async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, String> {
     // Encoded here, in the request's own task, so that requests encode in parallel.
     let mut dead = Vec::new();
-    let parts = batch.records.encode(shared.config.encoding, |record, e| {
-        dead.push(Rejected {
-            reason: e.to_string(),
-            payload: record.payload.clone(),
+    let parts = batch
+        .records
+        .encode(shared.config.encoding, |record, reason| {
+            dead.push(Rejected {
+                reason,
+                payload: record.payload(),
+            });
         });
-    });
     let mut todo = vec![(0, parts.len())];
     while let Some((lo, hi)) = todo.pop() {
         if lo == hi {
@@ -535,7 +547,7 @@ async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, 
                 shared.stats.count_dead_letter(status);
                 dead.push(Rejected {
                     reason: format!("HTTP {status}: {body}"),
-                    payload: batch.records.record(parts.gather_index(lo)).payload.clone(),
+                    payload: batch.records.record(parts.gather_index(lo)).payload(),
                 });
             }
             Final::Refused { status, .. } => {

@@ -93,6 +93,7 @@ fn batch(from: u64, to: u64, time_ms: u64) -> Arc<SinkBatch> {
             .collect(),
         records,
         next_offset: to,
+        wire: Vec::new(),
     })
 }
 
