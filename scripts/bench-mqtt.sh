@@ -45,6 +45,11 @@ if ! command -v mosquitto_pub >/dev/null || ! command -v mosquitto_sub >/dev/nul
   apt-get install -y -qq mosquitto-clients >/dev/null
 fi
 broker_bin="$(scripts/install-mosquitto.sh)"
+# WEIR_BENCH_BROKER_NODELAY=1 sets Mosquitto's set_tcp_nodelay (off by default: the
+# broker's Nagle algorithm then holds back the rest of a refilled window until the
+# client's next write acknowledges its first segment).
+broker_nodelay=
+if [ "${WEIR_BENCH_BROKER_NODELAY:-}" = 1 ]; then broker_nodelay=$'set_tcp_nodelay true\n'; fi
 # WEIR_BENCH_BIN runs a given build instead (to compare two builds in turn).
 bin="${WEIR_BENCH_BIN:-}"
 if [ -z "$bin" ]; then
@@ -183,7 +188,7 @@ persistence false
 max_inflight_messages $1
 max_queued_messages 0
 max_queued_bytes 0
-log_dest stderr
+${broker_nodelay}log_dest stderr
 log_type error
 log_type warning
 CONF

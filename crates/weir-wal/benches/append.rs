@@ -8,9 +8,9 @@
 //! WAL's MB/s over the baseline's over all rounds, `median` the median of the rounds'
 //! ratios, `rounds` their range.
 //!
-//! Two appender modes: pipelined (each appender keeps two batches in flight through a
-//! `Chain`, as the MQTT source does, so the writer finds the next batch queued when an
-//! fsync ends), and one at a time (`Wal::append`: the disk idles from the end of each
+//! Two appender modes: pipelined (each appender keeps four batches in flight through a
+//! `Chain`, as the MQTT and NATS sources do, so the writer finds the next batch queued
+//! when an fsync ends), and one at a time (`Wal::append`: the disk idles from the end of each
 //! fsync until an appender has woken and handed over its next batch).
 //!
 //! Last, a cursor reads the 1 KiB × 8 case's WAL back, against a raw sequential read of
@@ -63,7 +63,7 @@ enum Mode {
 }
 
 /// Batches in flight per appender in [`Mode::Pipelined`].
-const DEPTH: usize = 2;
+const DEPTH: usize = 4;
 
 async fn wal_run(dir: &Path, size: usize, appenders: usize, mode: Mode, secs: f64) -> Run {
     let (wal, _) = Wal::open(config(dir)).expect("open");
@@ -173,7 +173,7 @@ fn main() {
     for (mode, label) in [
         (
             Mode::Pipelined,
-            "pipelined: each appender keeps 2 batches in flight through a Chain",
+            "pipelined: each appender keeps 4 batches in flight through a Chain",
         ),
         (
             Mode::OneAtATime,

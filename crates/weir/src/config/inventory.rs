@@ -278,11 +278,26 @@ row_group_bytes = "5 MiB"
         );
         let acks = &inventory.queues[2];
         assert_eq!(acks.name, "sources.api.acks");
-        assert_eq!(acks.items, Some(65_535 + 28 + 64));
-        assert!(
-            acks.bytes < 2 * 1024 * 1024,
-            "the channel holds only the guard's number: {}",
-            acks.bytes
+        // MQTT 3.1.1: at most the guard's 28 acks due at once, written by the
+        // connection task; the client's channel holds only subscriptions.
+        assert_eq!(acks.items, Some(28));
+        assert_eq!(
+            acks.bytes,
+            28 * crate::sources::mqtt::client::ACK_BYTES
+                + 16 * crate::sources::mqtt::client::request_bytes()
+        );
+        // MQTT 5: the acks go through the client's channel, a guard's number and some.
+        let v5 = Config::from_toml(&text.replace(
+            "expected_broker_window = 7",
+            "expected_broker_window = 7\nprotocol = \"5\"",
+        ))
+        .expect("valid")
+        .inventory();
+        let acks = &v5.queues[2];
+        assert_eq!(acks.items, Some(28 + 64));
+        assert_eq!(
+            acks.bytes,
+            (28 + 64) * crate::sources::mqtt::client::request_bytes()
         );
     }
 

@@ -1,5 +1,5 @@
 //! One face over rumqttc's MQTT 3.1.1 and MQTT 5 clients: options from the config,
-//! events reduced to what the source needs, acks by packet id.
+//! events reduced to what the source needs, acks by packet id written in batches.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,24 +43,9 @@ pub enum Connection {
     V5(Box<v5::EventLoop>, v5::AsyncClient),
 }
 
-/// The ack half, used by the appender.
-#[derive(Clone)]
-pub enum Acker {
-    /// MQTT 3.1.1.
-    V4(rumqttc::AsyncClient),
-    /// MQTT 5.
-    V5(v5::AsyncClient),
-}
-
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Connection")
-    }
-}
-
-impl std::fmt::Debug for Acker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Acker")
     }
 }
 
@@ -93,18 +78,14 @@ pub fn packet_limit(config: &MqttConfig) -> u64 {
 ///
 /// A message naming the key when a credential variable is unset, or for `mqtts://`
 /// when the host is no TLS server name or no CA certificate can be loaded.
-pub fn build(config: &MqttConfig) -> Result<(Connection, Acker), String> {
+pub fn build(config: &MqttConfig) -> Result<Connection, String> {
     let tls = match config.url.scheme {
         MqttScheme::Tls => Some(tls_config(config)?),
         MqttScheme::Tcp => None,
     };
     let credentials = credentials(config)?;
     let window = u64::from(config.expected_broker_window.get());
-    // Acks and subscriptions pass through this channel. The appender never waits for
-    // room in it (it keeps what does not fit, see `Acker::try_ack`): while reading is
-    // paused nothing drains it, and a broker sending beyond its window is read faster
-    // than the event loop writes acks (one per poll against up to ten packets per read).
-    let capacity = ack_channel(config);
+    let capacity = request_channel(config);
     let keepalive = config.keepalive.get();
     let limit = packet_limit(config);
     let host = config.url.host.clone();
@@ -130,10 +111,7 @@ pub fn build(config: &MqttConfig) -> Result<(Connection, Acker), String> {
             o.set_clean_session(config.clean_session)
                 .set_max_packet_size(usize::try_from(limit).unwrap_or(usize::MAX), 64 * 1024);
             let (client, eventloop) = rumqttc::AsyncClient::new(o, capacity);
-            Ok((
-                Connection::V4(Box::new(eventloop), client.clone()),
-                Acker::V4(client),
-            ))
+            Ok(Connection::V4(Box::new(eventloop), client))
         }
         MqttProtocol::V5 => {
             let mut o = v5::MqttOptions::new(&config.client_id, host, port);
@@ -147,24 +125,36 @@ pub fn build(config: &MqttConfig) -> Result<(Connection, Acker), String> {
                         .map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX)),
                 );
             let (client, eventloop) = v5::AsyncClient::new(o, capacity);
-            Ok((
-                Connection::V5(Box::new(eventloop), client.clone()),
-                Acker::V5(client),
-            ))
+            Ok(Connection::V5(Box::new(eventloop), client))
         }
     }
 }
 
-/// Requests the client's channel holds: the guard's number of acks and a few
-/// subscriptions.
-pub fn ack_channel(config: &MqttConfig) -> usize {
-    usize::try_from(config.guard_limit().saturating_add(64)).unwrap_or(1 << 16)
+/// Requests rumqttc's channel holds. MQTT 3.1.1: subscriptions only (acks are written
+/// by [`Connection::write_acks`] itself). MQTT 5: also the acks, up to the guard's
+/// number of them.
+pub fn request_channel(config: &MqttConfig) -> usize {
+    match config.protocol {
+        MqttProtocol::V311 => 16,
+        MqttProtocol::V5 => {
+            usize::try_from(config.guard_limit().saturating_add(64)).unwrap_or(1 << 16)
+        }
+    }
 }
 
 /// Bytes one queued request takes in the client's channel (the larger protocol's).
 pub fn request_bytes() -> u64 {
     std::mem::size_of::<rumqttc::Request>().max(std::mem::size_of::<v5::Request>()) as u64
 }
+
+/// Bytes one ack takes while it is written: its token, and its packet in the write
+/// buffer (a PUBACK or PUBREC is 4 bytes; an MQTT 5 one with a reason code and no
+/// properties, 4 to 6).
+pub const ACK_BYTES: u64 = std::mem::size_of::<AckToken>() as u64 + 6;
+
+/// How long writing a batch of acks may take before the connection counts as broken
+/// (rumqttc's own flush timeout).
+const ACK_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The TLS setup for `mqtts://`: rustls with the ring provider, chosen here rather
 /// than process-wide; the roots are the PEM certificates of `ca_file`, or the system's
@@ -222,6 +212,75 @@ impl Connection {
                 Ok(v5::Event::Outgoing(_)) => Ok(Event::Other),
                 Err(e) => Err(e.to_string()),
             },
+        }
+    }
+
+    /// Writes the acks for `tokens` in order (PUBACK for QoS 1, PUBREC for QoS 2; the
+    /// client library completes a QoS 2 exchange) and flushes them once, so that they
+    /// leave in one segment and the broker refills its window at once. rumqttc's own
+    /// channel writes and flushes one request per poll, between reads: a window's acks
+    /// would leave one by one and its messages come back spread out, each few of them
+    /// a WAL fsync of their own.
+    ///
+    /// # Errors
+    ///
+    /// No connection, or writing failed or took longer than rumqttc's flush timeout:
+    /// the connection is broken; drop it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe: acks written to the buffer but not flushed go with the next
+    /// write or poll, but acks not yet written are lost (the broker redelivers).
+    pub async fn write_acks(&mut self, tokens: &[AckToken]) -> Result<(), String> {
+        let flushed = match self {
+            Connection::V4(eventloop, _) => {
+                let rumqttc::EventLoop { state, network, .. } = &mut **eventloop;
+                let network = network.as_mut().ok_or("not connected")?;
+                for t in tokens {
+                    let request = if t.qos == 2 {
+                        rumqttc::Request::PubRec(rumqttc::PubRec::new(t.pkid))
+                    } else {
+                        rumqttc::Request::PubAck(rumqttc::PubAck::new(t.pkid))
+                    };
+                    let packet = state
+                        .handle_outgoing_packet(request)
+                        .map_err(|e| e.to_string())?;
+                    // The outgoing event it queued: nothing the source reports.
+                    state.events.pop_back();
+                    if let Some(packet) = packet {
+                        network.write(packet).await.map_err(|e| e.to_string())?;
+                    }
+                }
+                tokio::time::timeout(ACK_FLUSH_TIMEOUT, network.flush())
+                    .await
+                    .map(|r| r.map_err(|e| e.to_string()))
+            }
+            // rumqttc's MQTT 5 event loop keeps its connection to itself: its acks go
+            // through the request channel, written one per poll. The channel holds a
+            // guard's number of them; when it is full the connection is dropped (the
+            // broker redelivers what was not acked) rather than an ack lost and its
+            // window slot with it.
+            Connection::V5(_, client) => {
+                for t in tokens {
+                    let q = if t.qos == 2 {
+                        QoS::ExactlyOnce
+                    } else {
+                        QoS::AtLeastOnce
+                    };
+                    let mut p = m5::Publish::new("", qos5(q), Vec::new(), None);
+                    p.pkid = t.pkid;
+                    client.try_ack(&p).map_err(|e| {
+                        format!("the client's request channel took no more acks: {e}")
+                    })?;
+                }
+                return Ok(());
+            }
+        };
+        match flushed {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "writing acks took longer than {ACK_FLUSH_TIMEOUT:?}"
+            )),
         }
     }
 
@@ -411,32 +470,6 @@ fn v5_event(packet: m5::Packet) -> Event {
             }
         }
         _ => Event::Other,
-    }
-}
-
-impl Acker {
-    /// Queues the ack for `token` (PUBACK for QoS 1, PUBREC for QoS 2) if the client's
-    /// channel has room; the event loop writes it on its next poll. Never waits.
-    /// Returns false when the channel is full (or the client is gone): try again later.
-    #[must_use = "an ack not queued must be tried again"]
-    pub fn try_ack(&self, token: AckToken) -> bool {
-        let q = if token.qos == 2 {
-            QoS::ExactlyOnce
-        } else {
-            QoS::AtLeastOnce
-        };
-        match self {
-            Acker::V4(client) => {
-                let mut p = rumqttc::Publish::new("", q, Vec::new());
-                p.pkid = token.pkid;
-                client.try_ack(&p).is_ok()
-            }
-            Acker::V5(client) => {
-                let mut p = m5::Publish::new("", qos5(q), Vec::new(), None);
-                p.pkid = token.pkid;
-                client.try_ack(&p).is_ok()
-            }
-        }
     }
 }
 

@@ -337,22 +337,33 @@ impl SourceKeys for MqttConfig {
             self.qos0_queue_bytes.bytes(),
             "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
         );
-        // Acks due and not yet written: at most one per packet id, kept by the appender
-        // (a sequence number and a token each) when the client's channel is full.
-        let channel = super::client::ack_channel(self) as u64;
+        // Acks due and not yet written: taken from the ledger by the connection task and
+        // written at once; at most the unacked messages (the guard's number). MQTT 5 queues
+        // them in rumqttc's request channel instead.
+        let guard = self.guard_limit();
+        let channel = super::client::request_channel(self) as u64;
         let request = super::client::request_bytes();
-        let kept = u64::from(u16::MAX);
-        bounds.add(
-            "acks",
-            Some(kept + channel),
-            times(channel, request).saturating_add(times(kept, super::shell::UNSENT_ACK_BYTES)),
-            format!(
-                "acks due and not yet written: the client's channel ({channel} × {request} bytes), \
-                 the rest kept by the appender, one per packet id (65535 × {} bytes); only a broker \
-                 sending beyond its window fills more than a window of them",
-                super::shell::UNSENT_ACK_BYTES
+        let ack = super::client::ACK_BYTES;
+        let (items, bytes, how) = match self.protocol {
+            MqttProtocol::V311 => (
+                guard,
+                times(guard, ack).saturating_add(times(channel, request)),
+                format!(
+                    "acks due, written by the connection task in one flush per batch: at most the \
+                     guard's {guard} × {ack} bytes (token and packet), and {channel} queued \
+                     subscriptions × {request} bytes"
+                ),
             ),
-        );
+            MqttProtocol::V5 => (
+                channel,
+                times(channel, request),
+                format!(
+                    "acks due, queued in the client's request channel ({channel} × {request} bytes; \
+                     when it is full the connection is dropped and the broker redelivers)"
+                ),
+            ),
+        };
+        bounds.add("acks", Some(items), bytes, how);
         let in_flight = super::shell::IN_FLIGHT;
         let one_unit = super::shell::UNIT_BYTES.max(self.max_message_bytes.bytes());
         bounds.add(

@@ -601,12 +601,6 @@ impl Ledger {
         self.status.acks_dropped += n;
     }
 
-    /// The current connection's number (connections made so far): acks due on one
-    /// connection are never sent on another.
-    pub fn epoch(&self) -> u64 {
-        self.status.connections
-    }
-
     /// The counters now.
     pub fn status(&self) -> MqttStatus {
         let mut status = self.status.clone();

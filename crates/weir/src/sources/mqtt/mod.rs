@@ -4,27 +4,29 @@
 //! Two tasks share a [`Ledger`](core::Ledger) (see [`core`] for its rules):
 //!
 //! - the **connection task** owns rumqttc's event loop and awaits nothing but its
-//!   poll, so keepalive pings and queued acks go out while acks are withheld; the
-//!   broker stops at its inflight window (`max_inflight_messages`, or the receive
-//!   maximum weir announces under MQTT 5), and that is how backpressure reaches the
-//!   publishers. Each PUBLISH is [`offer`](core::Ledger::offer)ed to the ledger. A broker
-//!   that sends beyond its window (Mosquitto 2.0.11 once acks flow, under 3.1.1 and
-//!   5 alike) is met with TCP backpressure: while more than `expected_broker_window ×
-//!   unacked_guard_multiple` messages are unacked, or more than `expected_broker_window
-//!   × max_message_bytes` of QoS 1/2 payloads are not yet durable, the task stops
-//!   polling, so the socket's receive buffer fills and the broker stops sending; the
-//!   appender wakes it once a unit is durable. Pings cannot go out meanwhile, so if no
+//!   poll and the writing of acks, so keepalive pings and acks go out while other acks
+//!   are withheld; the broker stops at its inflight window (`max_inflight_messages`,
+//!   or the receive maximum weir announces under MQTT 5), and that is how backpressure
+//!   reaches the publishers. Each PUBLISH is [`offer`](core::Ledger::offer)ed to the
+//!   ledger. A broker that sends beyond its window (Mosquitto 2.0.11 once acks flow,
+//!   under 3.1.1 and 5 alike) is met with TCP backpressure: while more than
+//!   `expected_broker_window × unacked_guard_multiple` messages are unacked, or more
+//!   than `expected_broker_window × max_message_bytes` of QoS 1/2 payloads are not yet
+//!   durable, the task stops polling, so the socket's receive buffer fills and the
+//!   broker stops sending; the appender wakes it once a unit is durable. Pings cannot go out meanwhile, so if no
 //!   room comes within a keepalive the guard drops the connection (counted as
 //!   `weir_mqtt_disconnects_total{reason="unacked_guard"}`); after errors it reconnects
-//!   with a capped backoff (100 ms doubling to 30 s);
+//!   with a capped backoff (100 ms doubling to 30 s). When a unit becomes durable, the
+//!   task takes the acks that fell due from the ledger, in arrival order (MQTT requires
+//!   it), and writes them with one flush under MQTT 3.1.1, so the broker refills its
+//!   window at once and the next messages arrive together (rumqttc's request channel,
+//!   which MQTT 5 still uses, writes one ack per poll);
 //! - the **appender task** takes what the ledger holds in arrival order, in units of
-//!   up to 1024 records or 1 MiB, one unit at a time so the WAL keeps arrival order,
-//!   admits and appends each unit to the WAL (waiting
-//!   there is backpressure; it never blocks the connection task), and once a unit is
-//!   durable hands the client the acks that became due, in arrival order (MQTT
-//!   requires it), without waiting: what the client's channel has no room for waits in
-//!   the appender (at most one per packet id), since a paused connection task drains
-//!   nothing.
+//!   up to 1024 records or 1 MiB, and appends them to the WAL in that order with up to
+//!   four units on their way at once ([`OrderedAppends`](crate::pipeline::appends)):
+//!   unit k+1 is appended while unit k is fsynced (waiting for admission is
+//!   backpressure; it never blocks the connection task). As each unit becomes durable
+//!   it marks its acks due and wakes the connection task.
 //!
 //! Delivery: QoS 1/2 messages are acknowledged only once durable, so nothing the
 //! broker saw acknowledged is lost; after a crash or a lost connection the broker

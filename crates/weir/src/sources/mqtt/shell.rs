@@ -1,6 +1,6 @@
 //! The `mqtt` source's tokio task (see the [module docs](super)).
 
-use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -8,9 +8,9 @@ use tokio::sync::{Notify, watch};
 use weir_wal::Batch;
 
 use super::client;
-use super::client::{Acker, Connection, Event};
+use super::client::{Connection, Event};
 use super::config::{MqttConfig, Qos};
-use super::core::{AckToken, Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
+use super::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
 use super::status::register;
 use crate::pipeline::appends::{self, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
@@ -52,15 +52,6 @@ pub const IN_FLIGHT: InFlight = InFlight {
     units: 4,
     bytes: 4 * UNIT_BYTES,
 };
-/// How soon the appender tries again to hand the client acks that did not fit its
-/// channel; doubled up to [`ACK_RETRY_MAX`] while no ack fits (reading is paused and
-/// nothing drains the channel), back to this once one does.
-const ACK_RETRY: Duration = Duration::from_millis(1);
-/// The longest wait between two such tries.
-const ACK_RETRY_MAX: Duration = Duration::from_millis(64);
-/// Bytes of one ack the appender keeps when the client's channel is full (its
-/// connection's number and its token).
-pub const UNSENT_ACK_BYTES: u64 = std::mem::size_of::<(u64, AckToken)>() as u64;
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Wait after the guard dropped the connection, before reconnecting.
@@ -80,6 +71,12 @@ pub struct Shared {
     /// The appender wakes the connection task: a unit became durable, so a paused read
     /// may go on.
     room: Notify,
+    /// A unit became durable: its acks are due. Set by the appender, taken by the
+    /// connection task, which writes them ([`write_due_acks`]); `acks` wakes it.
+    acks_due: AtomicBool,
+    /// Wakes the connection task to write acks (its poll may be waiting for the broker,
+    /// which waits for them).
+    acks: Notify,
 }
 
 impl Shared {
@@ -96,6 +93,8 @@ impl Shared {
             })),
             work: Notify::new(),
             room: Notify::new(),
+            acks_due: AtomicBool::new(false),
+            acks: Notify::new(),
         })
     }
 
@@ -122,8 +121,8 @@ pub async fn run(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
-    let (connection, acker) = match client::build(&config) {
-        Ok(pair) => pair,
+    let connection = match client::build(&config) {
+        Ok(connection) => connection,
         Err(e) => {
             let message = format!("sources.{name}.{e}");
             tracing::error!("{message}");
@@ -135,7 +134,6 @@ pub async fn run(
     let appender = tokio::spawn(append_loop(
         Arc::clone(&name),
         ingest.clone(),
-        acker,
         quarantine,
         Arc::clone(&shared),
         stop.clone(),
@@ -146,10 +144,11 @@ pub async fn run(
     ingest.stats().component.set_state(State::Stopped);
 }
 
-/// Polls the event loop: the only await in the loop is the poll (and the backoff
-/// after an error, when there is no connection to keep alive), except while the ledger
-/// holds more than its bounds (a broker sending beyond its window): then reading pauses
-/// until the appender makes room ([`pause_reading`]).
+/// Polls the event loop and writes the acks that fall due: the only awaits in the loop
+/// are the poll, the write of acks (and the backoff after an error, when there is no
+/// connection to keep alive), except while the ledger holds more than its bounds (a
+/// broker sending beyond its window): then reading pauses until the appender makes room
+/// ([`pause_reading`]).
 async fn connection_loop(
     name: &str,
     config: &MqttConfig,
@@ -165,6 +164,9 @@ async fn connection_loop(
     let mut subscribed = false;
     let mut stopping = false;
     loop {
+        if let Err(error) = write_due_acks(shared, &mut connection).await {
+            tracing::warn!(source = name, "mqtt: {error}; dropped the connection");
+        }
         if !stopping && shared.ledger().must_pause() {
             match pause_reading(name, config, &mut connection, shared, &mut stop).await {
                 Paused::Resumed => {}
@@ -178,14 +180,18 @@ async fn connection_loop(
             }
             continue;
         }
+        let connected = shared.ledger().connected();
         let event = tokio::select! {
             biased;
             () = crate::pipeline::stopped(&mut stop), if !stopping => {
                 // Keep polling until the appender has made durable what it holds and
-                // queued its acks; take nothing new meanwhile.
+                // its acks are written; take nothing new meanwhile.
                 stopping = true;
                 continue;
             }
+            // Between packets (rumqttc's poll is cancel-safe there): the broker may be
+            // waiting for these acks before it sends anything.
+            () = shared.acks.notified(), if connected => continue,
             _ = appender_done.wait_for(|d| *d), if stopping => break,
             event = connection.poll() => event,
         };
@@ -278,6 +284,13 @@ async fn connection_loop(
             }
         }
     }
+    // The acks of the last units the appender made durable.
+    if let Err(error) = write_due_acks(shared, &mut connection).await {
+        tracing::info!(
+            source = name,
+            "mqtt: at shutdown, {error}; the broker redelivers those messages"
+        );
+    }
 }
 
 /// How a pause in reading ended.
@@ -307,11 +320,17 @@ async fn pause_reading(
 ) -> Paused {
     let deadline = tokio::time::Instant::now() + config.keepalive.get();
     loop {
+        // The acks of what became durable free the broker's window and, counted as
+        // sent, the ledger's room.
+        if let Err(error) = write_due_acks(shared, connection).await {
+            tracing::warn!(source = name, "mqtt: {error}; dropped the connection");
+        }
         let connected = shared.ledger().connected();
         tokio::select! {
             biased;
             () = crate::pipeline::stopped(stop) => return Paused::Stopping,
             () = shared.room.notified() => {}
+            () = shared.acks.notified() => {}
             () = tokio::time::sleep(PAUSE_RECHECK) => {}
             () = tokio::time::sleep_until(deadline), if connected => {
                 shared.ledger().guard_disconnect();
@@ -340,6 +359,30 @@ async fn pause_reading(
     }
 }
 
+/// Writes the acks that fell due since the last call, in arrival order, in one batch
+/// ([`Connection::write_acks`]). When writing fails the connection is dropped and the
+/// next poll reconnects; the acks are counted as dropped, and the broker redelivers
+/// their messages (written to the WAL again: at least once).
+async fn write_due_acks(shared: &Shared, connection: &mut Connection) -> Result<(), String> {
+    if !shared.acks_due.swap(false, Ordering::AcqRel) {
+        return Ok(());
+    }
+    let acks = shared.ledger().ready_acks(now_ms());
+    if acks.is_empty() {
+        return Ok(());
+    }
+    let Err(error) = connection.write_acks(&acks).await else {
+        return Ok(());
+    };
+    {
+        let mut ledger = shared.ledger();
+        ledger.acks_dropped(acks.len() as u64);
+        ledger.on_disconnect(Some(format!("writing acks: {error}")));
+    }
+    offer_stale(shared, connection.drop_connection());
+    Err(format!("writing {} acks failed: {error}", acks.len()))
+}
+
 /// Takes the QoS 0 messages read off a connection that is gone (QoS 1/2 ones were
 /// discarded: the broker redelivers them).
 fn offer_stale(shared: &Shared, messages: Vec<super::core::Message>) {
@@ -356,13 +399,12 @@ fn offer_stale(shared: &Shared, messages: Vec<super::core::Message>) {
     shared.work.notify_one();
 }
 
-/// Takes units from the ledger, hands them to the WAL in arrival order with up to
-/// [`UNITS_IN_FLIGHT`] on their way at once, and sends the acks that fall due as they
-/// become durable, in order.
+/// Takes units from the ledger and hands them to the WAL in arrival order with up to
+/// [`IN_FLIGHT`] on their way at once; as each becomes durable, tells the connection
+/// task that its acks are due.
 async fn append_loop(
     name: Arc<str>,
     ingest: Ingest,
-    acker: Acker,
     quarantine: Quarantine,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
@@ -370,10 +412,6 @@ async fn append_loop(
 ) {
     let max_batch_bytes = ingest.max_batch_bytes();
     let mut appends = OrderedAppends::new(ingest.clone(), IN_FLIGHT);
-    // Acks due that the client's channel had no room for, in order, with their
-    // connection's number.
-    let mut unsent: VecDeque<(u64, AckToken)> = VecDeque::new();
-    let mut ack_retry = ACK_RETRY;
     let mut stopping = false;
     'run: loop {
         while appends.has_room() {
@@ -394,13 +432,25 @@ async fn append_loop(
                 break 'run;
             }
         }
-        if stopping && appends.is_empty() && unsent.is_empty() {
+        if stopping && appends.is_empty() {
             break;
         }
         tokio::select! {
             biased;
             Some(event) = appends.next(), if !appends.is_empty() => match event {
-                appends::Event::Durable(unit) => shared.ledger().complete(&unit),
+                appends::Event::Durable(unit) => {
+                    let paused = {
+                        let mut ledger = shared.ledger();
+                        ledger.complete(&unit);
+                        ledger.reading_paused()
+                    };
+                    shared.acks_due.store(true, Ordering::Release);
+                    shared.acks.notify_one();
+                    if paused {
+                        // The unit no longer holds its payloads: a paused read may go on.
+                        shared.room.notify_one();
+                    }
+                }
                 appends::Event::Refused if stopping => {
                     let lost = appends.give_up();
                     fail(&name, &ingest, &shared, true, &lost, "the WAL refused it for room");
@@ -421,59 +471,9 @@ async fn append_loop(
             },
             () = shared.work.notified(), if !stopping => {}
             () = crate::pipeline::stopped(&mut stop), if !stopping => stopping = true,
-            () = tokio::time::sleep(ack_retry), if !unsent.is_empty() => {}
-        }
-        let (acks, paused) = {
-            let mut ledger = shared.ledger();
-            let acks = ledger.ready_acks(now_ms());
-            let epoch = ledger.epoch();
-            unsent.extend(acks.into_iter().map(|t| (epoch, t)));
-            let before = unsent.len();
-            let handed = hand_acks(&acker, &ledger, &mut unsent);
-            ledger.acks_dropped(handed.dropped as u64);
-            ack_retry = if unsent.len() < before {
-                ACK_RETRY
-            } else {
-                (ack_retry * 2).min(ACK_RETRY_MAX)
-            };
-            (handed, ledger.reading_paused())
-        };
-        if paused {
-            // The ledger counts the acks as sent already, and the unit that became
-            // durable no longer holds its payloads: a paused read may go on (the acks
-            // go out with its next poll).
-            shared.room.notify_one();
-        }
-        if acks.dropped > 0 {
-            tracing::debug!(source = %name, "mqtt: {} acks not sent: their connection is gone", acks.dropped);
         }
     }
     let _ = done.send(true);
-}
-
-/// What [`hand_acks`] did.
-struct Handed {
-    /// Acks of a connection that is gone, dropped (the broker redelivers those
-    /// messages; the ledger recognises the redeliveries).
-    dropped: usize,
-}
-
-/// Hands the client, in order, the acks due that its channel has room for, without
-/// waiting: the connection task may be paused, and nothing drains the channel until it
-/// polls again. The rest stay in `unsent` (at most one per packet id). Acks of a
-/// connection that is gone are dropped.
-fn hand_acks(acker: &Acker, ledger: &Ledger, unsent: &mut VecDeque<(u64, AckToken)>) -> Handed {
-    let (connected, epoch) = (ledger.connected(), ledger.epoch());
-    let mut handed = Handed { dropped: 0 };
-    while let Some(&(of, token)) = unsent.front() {
-        if !connected || of != epoch {
-            handed.dropped += 1;
-        } else if !acker.try_ack(token) {
-            break;
-        }
-        unsent.pop_front();
-    }
-    handed
 }
 
 /// Units that will not become durable: at shutdown (the WAL did not take them in time)
