@@ -9,9 +9,10 @@
 //! ratios, `rounds` their range.
 //!
 //! Two appender modes: pipelined (each appender keeps four batches in flight through a
-//! `Chain`, as the MQTT and NATS sources do, so the writer finds the next batch queued
-//! when an fsync ends), and one at a time (`Wal::append`: the disk idles from the end of each
-//! fsync until an appender has woken and handed over its next batch).
+//! `Chain`, as the MQTT, NATS and file sources keep four units, so the writer finds the
+//! next batch queued when an fsync ends), and one at a time (`Wal::append`: the disk
+//! idles from the end of each fsync until an appender has woken and handed over its
+//! next batch).
 //!
 //! Last, a cursor reads the 1 KiB × 8 case's WAL back, against a raw sequential read of
 //! the same segment files (`--bench replay` does the same with more data and more

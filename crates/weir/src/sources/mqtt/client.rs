@@ -216,11 +216,9 @@ impl Connection {
     }
 
     /// Writes the acks for `tokens` in order (PUBACK for QoS 1, PUBREC for QoS 2; the
-    /// client library completes a QoS 2 exchange) and flushes them once, so that they
-    /// leave in one segment and the broker refills its window at once. rumqttc's own
-    /// channel writes and flushes one request per poll, between reads: a window's acks
-    /// would leave one by one and its messages come back spread out, each few of them
-    /// a WAL fsync of their own.
+    /// client library completes a QoS 2 exchange) and flushes them once: one write for
+    /// a unit's acks. rumqttc's own channel writes and flushes one request per poll,
+    /// between reads, a syscall and a segment per ack.
     ///
     /// # Errors
     ///

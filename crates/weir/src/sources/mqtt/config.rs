@@ -338,20 +338,23 @@ impl SourceKeys for MqttConfig {
             "QoS 0 messages (a broker may downgrade any subscription): newest dropped and counted when full".to_owned(),
         );
         // Acks due and not yet written: taken from the ledger by the connection task and
-        // written at once; at most the unacked messages (the guard's number). MQTT 5 queues
-        // them in rumqttc's request channel instead.
+        // written at once. They are at most the unacked messages: one past the guard, plus
+        // redeliveries the guard does not count, and never more than one per packet id.
+        // MQTT 5 queues them in rumqttc's request channel instead.
         let guard = self.guard_limit();
+        let ids = u64::from(u16::MAX);
         let channel = super::client::request_channel(self) as u64;
         let request = super::client::request_bytes();
         let ack = super::client::ACK_BYTES;
         let (items, bytes, how) = match self.protocol {
             MqttProtocol::V311 => (
-                guard,
-                times(guard, ack).saturating_add(times(channel, request)),
+                ids,
+                times(ids, ack).saturating_add(times(channel, request)),
                 format!(
-                    "acks due, written by the connection task in one flush per batch: at most the \
-                     guard's {guard} × {ack} bytes (token and packet), and {channel} queued \
-                     subscriptions × {request} bytes"
+                    "acks due, written by the connection task in one flush per batch: one per \
+                     packet id ({ids} × {ack} bytes, token and packet; about the guard's {guard} \
+                     unless the broker redelivers), and {channel} queued subscriptions × \
+                     {request} bytes"
                 ),
             ),
             MqttProtocol::V5 => (

@@ -586,11 +586,6 @@ impl Ledger {
         ready
     }
 
-    /// Whether reading is paused (the last [`must_pause`](Self::must_pause) said so).
-    pub fn reading_paused(&self) -> bool {
-        self.status.reading_paused
-    }
-
     /// Whether a connection is up.
     pub fn connected(&self) -> bool {
         self.status.connected

@@ -13,14 +13,14 @@
 //!   `expected_broker_window × unacked_guard_multiple` messages are unacked, or more
 //!   than `expected_broker_window × max_message_bytes` of QoS 1/2 payloads are not yet
 //!   durable, the task stops polling, so the socket's receive buffer fills and the
-//!   broker stops sending; the appender wakes it once a unit is durable. Pings cannot go out meanwhile, so if no
-//!   room comes within a keepalive the guard drops the connection (counted as
-//!   `weir_mqtt_disconnects_total{reason="unacked_guard"}`); after errors it reconnects
-//!   with a capped backoff (100 ms doubling to 30 s). When a unit becomes durable, the
-//!   task takes the acks that fell due from the ledger, in arrival order (MQTT requires
-//!   it), and writes them with one flush under MQTT 3.1.1, so the broker refills its
-//!   window at once and the next messages arrive together (rumqttc's request channel,
-//!   which MQTT 5 still uses, writes one ack per poll);
+//!   broker stops sending; the appender wakes it once a unit is durable. Pings cannot
+//!   go out meanwhile, so if no room comes within a keepalive the guard drops the
+//!   connection (counted as `weir_mqtt_disconnects_total{reason="unacked_guard"}`);
+//!   after errors it reconnects with a capped backoff (100 ms doubling to 30 s). When a
+//!   unit becomes durable, the task takes the acks that fell due from the ledger, in
+//!   arrival order (MQTT requires it), and under MQTT 3.1.1 writes them with one flush
+//!   (rumqttc's request channel, which MQTT 5 still uses, writes and flushes one ack
+//!   per poll);
 //! - the **appender task** takes what the ledger holds in arrival order, in units of
 //!   up to 1024 records or 1 MiB, and appends them to the WAL in that order with up to
 //!   four units on their way at once ([`OrderedAppends`](crate::pipeline::appends)):

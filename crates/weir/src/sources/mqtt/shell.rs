@@ -68,15 +68,13 @@ pub struct Shared {
     ledger: Mutex<Ledger>,
     /// The connection task wakes the appender: messages are waiting.
     work: Notify,
-    /// The appender wakes the connection task: a unit became durable, so a paused read
-    /// may go on.
-    room: Notify,
     /// A unit became durable: its acks are due. Set by the appender, taken by the
-    /// connection task, which writes them ([`write_due_acks`]); `acks` wakes it.
+    /// connection task, which writes them ([`write_due_acks`]).
     acks_due: AtomicBool,
-    /// Wakes the connection task to write acks (its poll may be waiting for the broker,
-    /// which waits for them).
-    acks: Notify,
+    /// The appender wakes the connection task: a unit became durable, so its acks are
+    /// due (the poll may be waiting for the broker, which waits for them) and a paused
+    /// read may go on.
+    durable: Notify,
 }
 
 impl Shared {
@@ -92,9 +90,8 @@ impl Shared {
                 qos0_max_bytes: config.qos0_queue_bytes.bytes(),
             })),
             work: Notify::new(),
-            room: Notify::new(),
             acks_due: AtomicBool::new(false),
-            acks: Notify::new(),
+            durable: Notify::new(),
         })
     }
 
@@ -180,7 +177,6 @@ async fn connection_loop(
             }
             continue;
         }
-        let connected = shared.ledger().connected();
         let event = tokio::select! {
             biased;
             () = crate::pipeline::stopped(&mut stop), if !stopping => {
@@ -191,7 +187,7 @@ async fn connection_loop(
             }
             // Between packets (rumqttc's poll is cancel-safe there): the broker may be
             // waiting for these acks before it sends anything.
-            () = shared.acks.notified(), if connected => continue,
+            () = shared.durable.notified() => continue,
             _ = appender_done.wait_for(|d| *d), if stopping => break,
             event = connection.poll() => event,
         };
@@ -306,11 +302,11 @@ enum Paused {
 
 /// Stops reading the socket while the ledger holds more than its bounds: the kernel's
 /// receive buffer fills, TCP's window closes and the broker stops sending (its queue,
-/// not weir's memory, holds the rest). The acks the appender queues meanwhile go out
-/// with the next poll. Pings do not, so when the WAL makes no room within a keepalive
-/// (a stalled sink behind a broker that overshot its window), the connection is dropped
-/// and counted as a guard disconnect; the broker redelivers what was not acked. While
-/// disconnected, the pause has no deadline: there is nothing to keep alive.
+/// not weir's memory, holds the rest). The acks that fall due meanwhile are still
+/// written ([`write_due_acks`]). Pings are not, so when the WAL makes no room within a
+/// keepalive (a stalled sink behind a broker that overshot its window), the connection
+/// is dropped and counted as a guard disconnect; the broker redelivers what was not
+/// acked. While disconnected, the pause has no deadline: there is nothing to keep alive.
 async fn pause_reading(
     name: &str,
     config: &MqttConfig,
@@ -329,8 +325,7 @@ async fn pause_reading(
         tokio::select! {
             biased;
             () = crate::pipeline::stopped(stop) => return Paused::Stopping,
-            () = shared.room.notified() => {}
-            () = shared.acks.notified() => {}
+            () = shared.durable.notified() => {}
             () = tokio::time::sleep(PAUSE_RECHECK) => {}
             () = tokio::time::sleep_until(deadline), if connected => {
                 shared.ledger().guard_disconnect();
@@ -439,17 +434,9 @@ async fn append_loop(
             biased;
             Some(event) = appends.next(), if !appends.is_empty() => match event {
                 appends::Event::Durable(unit) => {
-                    let paused = {
-                        let mut ledger = shared.ledger();
-                        ledger.complete(&unit);
-                        ledger.reading_paused()
-                    };
+                    shared.ledger().complete(&unit);
                     shared.acks_due.store(true, Ordering::Release);
-                    shared.acks.notify_one();
-                    if paused {
-                        // The unit no longer holds its payloads: a paused read may go on.
-                        shared.room.notify_one();
-                    }
+                    shared.durable.notify_one();
                 }
                 appends::Event::Refused if stopping => {
                     let lost = appends.give_up();
