@@ -35,6 +35,9 @@ struct Run {
     bytes: u64,
     fsyncs: u64,
     secs: f64,
+    /// Time in fsyncs and in writes, µs.
+    fsync_us: u64,
+    write_us: u64,
 }
 
 fn config(dir: &Path) -> WalConfig {
@@ -118,23 +121,39 @@ async fn wal_run(dir: &Path, size: usize, appenders: usize, mode: Mode, secs: f6
         bytes: s.appended_bytes,
         fsyncs: s.fsyncs,
         secs,
+        fsync_us: s.fsync_time_us,
+        write_us: s.write_time_us,
     }
 }
 
+/// The baseline's time, in seconds: in all, in `sync_data`, in `write_all`.
+#[derive(Default)]
+struct Raw {
+    secs: f64,
+    fsync: f64,
+    write: f64,
+}
+
 /// The same bytes, `fsyncs` chunks of `write_all` + `sync_data`.
-fn baseline(dir: &Path, bytes: u64, fsyncs: u64) -> f64 {
+fn baseline(dir: &Path, bytes: u64, fsyncs: u64) -> Raw {
     let mut f = File::create(dir.join("baseline")).expect("create");
     let chunk = (bytes / fsyncs.max(1)).max(1) as usize;
     let buf = vec![0x5au8; chunk];
+    let mut raw = Raw::default();
     let started = Instant::now();
     let mut left = bytes;
     while left > 0 {
         let n = (chunk as u64).min(left) as usize;
+        let t = Instant::now();
         f.write_all(&buf[..n]).expect("write");
+        let w = t.elapsed().as_secs_f64();
         f.sync_data().expect("sync");
+        raw.fsync += t.elapsed().as_secs_f64() - w;
+        raw.write += w;
         left -= n as u64;
     }
-    started.elapsed().as_secs_f64()
+    raw.secs = started.elapsed().as_secs_f64();
+    raw
 }
 
 /// WAL/baseline alternations per case.
@@ -142,6 +161,19 @@ const ROUNDS: usize = 6;
 
 fn mb(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
+}
+
+/// `WEIR_BENCH_CASES` (e.g. `pipelined:100:1,once:1024:8`) runs only those cases.
+fn chosen(mode: Mode, size: usize, appenders: usize) -> bool {
+    let Ok(cases) = std::env::var("WEIR_BENCH_CASES") else {
+        return true;
+    };
+    let name = match mode {
+        Mode::Pipelined => "pipelined",
+        Mode::OneAtATime => "once",
+    };
+    let case = format!("{name}:{size}:{appenders}");
+    cases.split(',').any(|c| c.trim() == case)
 }
 
 fn main() {
@@ -158,7 +190,7 @@ fn main() {
         "append: WAL (group commit, sync=always) vs write_all+sync_data at the same bytes per fsync"
     );
     println!(
-        "{:>8} {:>9} {:>12} {:>10} {:>10} {:>12} {:>12} {:>7} {:>7} {:>11}",
+        "{:>8} {:>9} {:>12} {:>10} {:>10} {:>12} {:>12} {:>7} {:>7} {:>11}  {:>19}  {:>12}",
         "record",
         "appenders",
         "records/s",
@@ -168,7 +200,13 @@ fn main() {
         "raw MB/s",
         "ratio",
         "median",
-        "rounds"
+        "rounds",
+        "WAL fsync/write/rest",
+        "raw fsync/write"
+    );
+    println!(
+        "(the last two columns: µs per fsync cycle in the fsync, in writes, and the rest: the \
+         log's bookkeeping and the hand-over from appenders)"
     );
     let mut read_dir = None;
     for (mode, label) in [
@@ -184,6 +222,9 @@ fn main() {
         println!("{label}");
         for size in [100usize, 1024, 64 * 1024] {
             for appenders in [1usize, 8] {
+                if !chosen(mode, size, appenders) {
+                    continue;
+                }
                 // Rounds alternate WAL and baseline so that drift in the machine's fsync
                 // latency hits both alike.
                 let mut run = Run {
@@ -191,8 +232,10 @@ fn main() {
                     bytes: 0,
                     fsyncs: 0,
                     secs: 0.0,
+                    fsync_us: 0,
+                    write_us: 0,
                 };
-                let mut raw_secs = 0.0;
+                let mut raw_all = Raw::default();
                 let mut ratios = Vec::new();
                 let mut dir = tempfile::tempdir().expect("tempdir");
                 for _ in 0..ROUNDS {
@@ -205,18 +248,26 @@ fn main() {
                         secs / ROUNDS as f64,
                     ));
                     let raw = baseline(dir.path(), r.bytes, r.fsyncs);
-                    ratios.push(raw / r.secs);
-                    raw_secs += raw;
+                    ratios.push(raw.secs / r.secs);
+                    raw_all.secs += raw.secs;
+                    raw_all.fsync += raw.fsync;
+                    raw_all.write += raw.write;
                     run.records += r.records;
                     run.bytes += r.bytes;
                     run.fsyncs += r.fsyncs;
                     run.secs += r.secs;
+                    run.fsync_us += r.fsync_us;
+                    run.write_us += r.write_us;
                 }
                 let wal_mb = mb(run.bytes, run.secs);
-                let raw_mb = mb(run.bytes, raw_secs);
+                let raw_mb = mb(run.bytes, raw_all.secs);
+                let per = |us: f64| us / run.fsyncs.max(1) as f64;
+                let (fsync, write) = (per(run.fsync_us as f64), per(run.write_us as f64));
+                let rest = per(run.secs * 1e6) - fsync - write;
+                let (raw_fsync, raw_write) = (per(raw_all.fsync * 1e6), per(raw_all.write * 1e6));
                 ratios.sort_by(f64::total_cmp);
                 println!(
-                    "{:>8} {:>9} {:>12.0} {:>10.1} {:>10.0} {:>12} {:>12.1} {:>7.2} {:>7.2} {:>11}",
+                    "{:>8} {:>9} {:>12.0} {:>10.1} {:>10.0} {:>12} {:>12.1} {:>7.2} {:>7.2} {:>11}  {:>19}  {:>12}",
                     size,
                     appenders,
                     run.records as f64 / run.secs,
@@ -227,6 +278,8 @@ fn main() {
                     wal_mb / raw_mb,
                     (ratios[ROUNDS / 2 - 1] + ratios[ROUNDS / 2]) / 2.0,
                     format!("{:.2}-{:.2}", ratios[0], ratios[ROUNDS - 1]),
+                    format!("{fsync:.0}/{write:.0}/{rest:.0}"),
+                    format!("{raw_fsync:.0}/{raw_write:.0}"),
                 );
                 if size == 1024 && appenders == 8 && mode == Mode::Pipelined {
                     let _ = std::fs::remove_file(dir.path().join("baseline"));

@@ -50,6 +50,10 @@ pub(crate) struct Shared {
     pub disk_bytes: AtomicU64,
     pub fsyncs: AtomicU64,
     pub fsync_us: Mutex<Histogram<u64>>,
+    /// Time spent in fsyncs of segment data, in µs, since open.
+    pub fsync_total_us: AtomicU64,
+    /// Time spent writing batches to the active segment, in µs, since open.
+    pub write_total_us: AtomicU64,
     pub appended_records: AtomicU64,
     pub appended_bytes: AtomicU64,
     /// Injected I/O failures ([`crate::faults`]), if configured.

@@ -44,6 +44,12 @@ pub struct WalStats {
     pub fsync_p99_us: u64,
     /// Fsync latency, maximum, in µs.
     pub fsync_max_us: u64,
+    /// Time the writer spent in those fsyncs, in µs (at least 1 each), since open.
+    pub fsync_time_us: u64,
+    /// Time the writer spent writing batches to the active segment, in µs, since open.
+    /// Over a busy stretch, the wall time less these two is what the log adds around
+    /// the disk: its bookkeeping and the hand-over from appenders.
+    pub write_time_us: u64,
     /// Segments deleted by retention since open.
     pub retention_deleted_segments: u64,
     /// Segments evicted by `drop_oldest` since open.
@@ -146,6 +152,8 @@ impl WalStats {
             fsync_p50_us: p50,
             fsync_p99_us: p99,
             fsync_max_us: max,
+            fsync_time_us: shared.fsync_total_us.load(Ordering::Relaxed),
+            write_time_us: shared.write_total_us.load(Ordering::Relaxed),
             retention_deleted_segments: core.retained_segments_deleted,
             evicted_segments: core.evicted_segments,
             evicted_records: core.evicted_records,

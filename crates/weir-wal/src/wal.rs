@@ -118,6 +118,8 @@ impl Wal {
                 Histogram::new_with_bounds(1, 60_000_000, 2)
                     .unwrap_or_else(|_| Histogram::new(2).unwrap_or_else(|_| unreachable!())),
             ),
+            fsync_total_us: AtomicU64::new(0),
+            write_total_us: AtomicU64::new(0),
             appended_records: AtomicU64::new(0),
             appended_bytes: AtomicU64::new(0),
             faults: config.faults.clone(),

@@ -95,3 +95,25 @@ async fn close_waits_for_the_writer_and_unlocks_the_directory() {
     assert_eq!(report.durable_end, 1);
     wal.close().await;
 }
+
+/// The writer's time in fsyncs and in writes is counted, and within the wall time.
+#[tokio::test]
+async fn time_in_fsyncs_and_writes_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(config(dir.path())).unwrap();
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        let mut batch = Batch::new();
+        batch.push(&[7u8; 1000]).unwrap();
+        wal.append(batch).await.unwrap();
+    }
+    let wall_us = u64::try_from(started.elapsed().as_micros()).unwrap();
+    let s = wal.stats();
+    assert!(s.fsyncs >= 20, "{s:?}");
+    assert!(s.fsync_time_us >= s.fsyncs, "at least 1 µs each: {s:?}");
+    assert!(
+        s.fsync_time_us + s.write_time_us <= wall_us,
+        "{s:?} in {wall_us} µs"
+    );
+    wal.close().await;
+}

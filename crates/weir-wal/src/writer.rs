@@ -49,6 +49,10 @@ enum Rotated {
     Refused(String),
 }
 
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// Out of space (ENOSPC, EDQUOT) or file descriptors (EMFILE, ENFILE): conditions that
 /// pass, unlike a failing disk.
 fn is_resource_error(e: &io::Error) -> bool {
@@ -340,7 +344,14 @@ impl Writer {
                     let _ = self.file.write_all(&slices[0][..half]);
                     Err(e)
                 }
-                None => write_all_vectored(&mut self.file, &mut slices),
+                None => {
+                    let started = Instant::now();
+                    let written = write_all_vectored(&mut self.file, &mut slices);
+                    self.shared
+                        .write_total_us
+                        .fetch_add(micros(started.elapsed()), Ordering::Relaxed);
+                    written
+                }
             };
             drop(slices);
             if let Err(e) = result {
@@ -467,8 +478,11 @@ impl Writer {
             return Err(e);
         }
         self.file.sync_data()?;
-        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let us = micros(started.elapsed());
         self.shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .fsync_total_us
+            .fetch_add(us.max(1), Ordering::Relaxed);
         let _ = lock(&self.shared.fsync_us).record(us.max(1));
         Ok(())
     }

@@ -249,8 +249,7 @@ fn kill_9_then_restart_loses_nothing() {
     // of 3 s expired under CI's load (two cores shared with other tests and their
     // brokers): a rebalance, three assignments in all. 10 s keeps the restart's member
     // in the group.
-    let source =
-        "[sources.kf.properties]\n\"session.timeout.ms\" = 10000\n\"heartbeat.interval.ms\" = 1000\n";
+    let source = "[sources.kf.properties]\n\"session.timeout.ms\" = 10000\n\"heartbeat.interval.ms\" = 1000\n";
     let config = w.config(&kafka_broker.brokers(), "256 MiB", source, None);
     let d = w.start(&config);
     let s = d.wait_for("some records committed", Duration::from_secs(60), |s| {

@@ -10,7 +10,7 @@
 //!   and their records, and the WAL cursor (`committed`, `lag_records`, `lag_bytes`,
 //!   `lag_age_ms`, `released`, `gaps`);
 //! - `wal`: the WAL's figures (segments, disk bytes and budget, durable end, fsync
-//!   latency, evictions, poisoning);
+//!   latency, time in fsyncs and in writes, evictions, poisoning);
 //! - `wal_recovery`: what recovery found when the WAL was opened.
 //!
 //! Queues: `source->wal` (the shared channel, bounded in batches and bytes) and
@@ -288,6 +288,20 @@ impl Registry {
             "Records evicted by on_full = drop_oldest.",
             &[],
             move || wal.stats().evicted_records,
+        );
+        let wal = self.wal.clone();
+        telemetry.register_counter_fn(
+            "weir_wal_fsync_microseconds_total",
+            "Time the WAL's writer spent in fsyncs (its rate / 1e6: the share of time the disk is syncing).",
+            &[],
+            move || wal.stats().fsync_time_us,
+        );
+        let wal = self.wal.clone();
+        telemetry.register_counter_fn(
+            "weir_wal_write_microseconds_total",
+            "Time the WAL's writer spent writing batches to the active segment.",
+            &[],
+            move || wal.stats().write_time_us,
         );
     }
 }
