@@ -282,26 +282,27 @@ impl Registry {
             &[],
             move || wal.stats().max_disk as f64,
         );
-        let wal = self.wal.clone();
-        telemetry.register_counter_fn(
-            "weir_wal_evicted_records_total",
-            "Records evicted by on_full = drop_oldest.",
-            &[],
-            move || wal.stats().evicted_records,
-        );
-        let wal = self.wal.clone();
-        telemetry.register_counter_fn(
-            "weir_wal_fsync_microseconds_total",
-            "Time the WAL's writer spent in fsyncs (its rate / 1e6: the share of time the disk is syncing).",
-            &[],
-            move || wal.stats().fsync_time_us,
-        );
-        let wal = self.wal.clone();
-        telemetry.register_counter_fn(
-            "weir_wal_write_microseconds_total",
-            "Time the WAL's writer spent writing batches to the active segment.",
-            &[],
-            move || wal.stats().write_time_us,
-        );
+        type Field = fn(&weir_wal::WalStats) -> u64;
+        let wal_counters: [(&str, &str, Field); 3] = [
+            (
+                "weir_wal_evicted_records_total",
+                "Records evicted by on_full = drop_oldest.",
+                |s| s.evicted_records,
+            ),
+            (
+                "weir_wal_fsync_microseconds_total",
+                "Time the WAL's writer spent in fsyncs (its rate / 1e6: the share of time the disk is syncing).",
+                |s| s.fsync_time_us,
+            ),
+            (
+                "weir_wal_write_microseconds_total",
+                "Time the WAL's writer spent writing batches to the active segment.",
+                |s| s.write_time_us,
+            ),
+        ];
+        for (metric, help, get) in wal_counters {
+            let wal = self.wal.clone();
+            telemetry.register_counter_fn(metric, help, &[], move || get(&wal.stats()));
+        }
     }
 }
