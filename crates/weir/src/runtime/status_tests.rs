@@ -140,7 +140,10 @@ fn every_history_series_is_read_from_the_runtime_report_and_agrees_with_metrics(
     assert_eq!(report.last("sources.gen.records"), Some(1200.0));
     // The writer's time in fsyncs and in writes, as the WAL counts it (no append since).
     let stats = wal.stats();
-    assert!(stats.fsync_time_us >= stats.fsyncs && stats.fsyncs > 0, "{stats:?}");
+    assert!(
+        stats.fsync_time_us >= stats.fsyncs && stats.fsyncs > 0,
+        "{stats:?}"
+    );
     assert_eq!(
         metric(&metrics, "weir_wal_fsync_microseconds_total"),
         stats.fsync_time_us as f64
