@@ -20,7 +20,12 @@
 # the same envelopes from CONCURRENCY tasks over hyper-util's pooled client, the one the
 # sink uses; the encoding client encodes each body anew from the same records with weir's
 # NDJSON encoder (the work any forwarder of records does, without WAL, order or retries).
-# The endpoint and the clients share the machine's cores with weir.
+# The endpoint and the clients share the machine's cores with weir. So that the bench
+# takes no CPU from what it measures, it waits for the drain with one request
+# (`/wait/N`) rather than polling; it prints the machine's idle time over the drain,
+# the endpoint's CPU per record (over the drain and over the bare run), the bare
+# client's own CPU per record, and the CPU ceiling: with weir at w µs per record and
+# the endpoint at e, the two cannot pass cores ÷ (w + e) records/s together.
 # WEIR_BENCH_PERF=FILE records a `perf record -g` profile of weir over the drain into FILE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +42,9 @@ srv=$!
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$ep/count" >/dev/null 2>&1 && break; sleep 0.1; done
 count() { curl -fsS "http://127.0.0.1:$ep/count"; }
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+epcpu() { awk '{print $14 + $15}' "/proc/$srv/stat"; }
+# The machine's idle ticks (all cores).
+idle() { awk '/^cpu / {print $5 + $6}' /proc/stat; }
 status() { curl -fsS "http://127.0.0.1:$port/status"; }
 
 # config NAME GENERATOR_KEYS: a generator feeding the http sink, in its own data dir.
@@ -95,10 +103,12 @@ if [ -n "${WEIR_BENCH_PERF:-}" ]; then
   perf_pid=$!
   sleep 0.5
 fi
-c0=$(cpu); t0=$(date +%s.%N)
+c0=$(cpu); e0=$(epcpu); i0=$(idle); t0=$(date +%s.%N)
 curl -fsS -X POST "http://127.0.0.1:$ep/release" >/dev/null
-until [ "$(( $(count) - base ))" -ge "$backlog" ]; do sleep 0.02; done
-c1=$(cpu); t1=$(date +%s.%N)
+# One request that the endpoint answers when the backlog has arrived: polling would
+# take CPU from what is measured.
+curl -fsS --max-time 600 "http://127.0.0.1:$ep/wait/$((base + backlog))" >/dev/null
+c1=$(cpu); e1=$(epcpu); i1=$(idle); t1=$(date +%s.%N)
 if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 drain_hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
 stop
@@ -113,15 +123,31 @@ n1=$(count); l1=$(cpu); u1=$(date +%s.%N)
 live_hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
 stop
 
-bare=$("$target/examples/http_sink_bench" client "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
-encoding=$("$target/examples/http_sink_bench" client-encode "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
+be0=$(epcpu); bn0=$(count)
+read -r bare bare_ticks < <("$target/examples/http_sink_bench" client "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
+be1=$(epcpu); bn1=$(count)
+read -r encoding _ < <("$target/examples/http_sink_bench" client-encode "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
 echo "http sink bench, $(nproc) cores, $(date -u +%FT%TZ), concurrency $conc, $batch records of 200 B per request"
 awk -v b="$backlog" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v dh="$drain_hwm" \
     -v n="$((n1 - n0))" -v l="$((l1 - l0))" -v u0="$u0" -v u1="$u1" -v lh="$live_hwm" \
-    -v hz="$hz" -v bare="$bare" -v enc="$encoding" 'BEGIN {
+    -v hz="$hz" -v bare="$bare" -v enc="$encoding" -v cores="$(nproc)" \
+    -v e0="$e0" -v e1="$e1" -v i0="$i0" -v i1="$i1" -v bt="$bare_ticks" \
+    -v be="$((be1 - be0))" -v bn="$((bn1 - bn0))" 'BEGIN {
   dt = t1 - t0; drain = b / dt; dc = (c1 - c0) / hz
   printf "drain of %d records: %.2f s, %.0f records/s, CPU %.0f%% (%.2f µs per record), peak RSS %.1f MiB\n",
     b, dt, drain, 100 * dc / dt, dc / b * 1e6, dh / 1024
+  # What the CPU allows: the endpoint shares the cores, so weir at w µs per record and
+  # the endpoint at e µs per record cannot pass cores / (w + e) records/s together.
+  w = dc / b * 1e6; ed = (e1 - e0) / hz / b * 1e6
+  eb = (bn > 0 ? be / hz / bn * 1e6 : 0); cb = (bn > 0 ? bt / hz / bn * 1e6 : 0)
+  printf "  over the drain: endpoint %.2f µs per record, machine idle %.0f%%\n",
+    ed, 100 * (i1 - i0) / hz / dt / cores
+  printf "  bare client: %.3f µs of its own CPU per record, the endpoint %.2f µs\n", cb, eb
+  if (w + eb > 0 && bare > 0) {
+    ceil = cores / ((w + eb) * 1e-6)
+    printf "  CPU ceiling at weir'"'"'s µs per record: %.0f records/s = %.2f × bare; 0.8 × bare needs weir at %.3f µs per record\n",
+      ceil, ceil / bare, cores / (0.8 * bare * 1e-6) - eb
+  }
   lt = u1 - u0; live = n / lt; lc = l / hz
   printf "live pipeline:    %.0f records/s, CPU %.0f%% (%.2f µs per record), peak RSS %.1f MiB\n",
     live, 100 * lc / lt, (n > 0 ? lc / n * 1e6 : 0), lh / 1024

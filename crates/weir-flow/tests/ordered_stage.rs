@@ -282,6 +282,52 @@ async fn a_stalled_head_stops_admission_at_the_held_bound() {
     assert_eq!(stage.max_held_seen(), 6);
 }
 
+/// `room` resolves when any operation finishes, not only the head: a caller that keeps
+/// its input (try_submit) refills the freed slot while a slow head still runs, up to
+/// the held bound, and then waits for a result to be taken.
+#[tokio::test(start_paused = true)]
+async fn room_opens_when_any_operation_finishes_and_closes_at_the_held_bound() {
+    let mut config = OrderedConfig::new(nz(2));
+    config.max_held = 4;
+    config.attempt_timeout = None;
+    let stage = OrderedStage::new(config, |n: u32| async move {
+        let ms = if n == 0 { 1_000 } else { 10 };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok::<u32, ()>(n)
+    })
+    .unwrap();
+    assert_eq!(stage.try_submit(0), Ok(0));
+    assert_eq!(stage.try_submit(1), Ok(1));
+    assert!(matches!(stage.try_submit(2), Err(SubmitError::Full(2))));
+    // Input 1 finishes after 10 ms while the head (0) runs for 1 s: room opens then,
+    // though `next` has nothing to give.
+    let start = tokio::time::Instant::now();
+    stage.room().await;
+    assert_eq!(start.elapsed(), Duration::from_millis(10));
+    assert_eq!(stage.try_next(), None, "the head is still running");
+    assert_eq!(stage.try_submit(2), Ok(2));
+    stage.room().await;
+    assert_eq!(start.elapsed(), Duration::from_millis(20));
+    assert_eq!(stage.try_submit(3), Ok(3));
+    // 0 in flight, 1 and 2 held, 3 in flight: 4 = max_held, so no room until the head
+    // is done and taken (3 finishes and is held too).
+    let waited = tokio::time::timeout(Duration::from_millis(500), stage.room()).await;
+    assert!(waited.is_err(), "no room at the held bound");
+    assert!(matches!(stage.try_submit(4), Err(SubmitError::Full(4))));
+    assert_eq!(stage.next().await, Some(Ok(0)));
+    assert_eq!(start.elapsed(), Duration::from_millis(1_000));
+    stage.room().await;
+    assert_eq!(stage.try_submit(4), Ok(4));
+    stage.close();
+    // A closed stage never waits for room.
+    stage.room().await;
+    let mut rest = Vec::new();
+    while let Some(result) = stage.next().await {
+        rest.push(result.unwrap());
+    }
+    assert_eq!(rest, vec![1, 2, 3, 4]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn held_bytes_bound_stops_admission() {
     let mut config = OrderedConfig::new(nz(4));

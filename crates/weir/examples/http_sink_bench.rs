@@ -3,9 +3,12 @@
 //! * `serve ADDR`: a fast endpoint that answers every `POST /ingest` with 200 and counts
 //!   its NDJSON lines; `GET /count` returns the total. `POST /hold` makes requests wait
 //!   unanswered until `POST /release` (so that a backlog builds in the WAL first).
+//!   `GET /wait/N` answers once N lines have been counted (so that the bench waits for
+//!   a drain without polling, which would take CPU from what it measures).
 //! * `client URL SECONDS CONCURRENCY RECORDS SIZE`: a bare client (hyper-util's pooled
 //!   client, as the sink uses) posting the same NDJSON body of RECORDS envelopes with
-//!   SIZE-byte payloads from CONCURRENCY tasks for SECONDS; prints `records/s`.
+//!   SIZE-byte payloads from CONCURRENCY tasks for SECONDS; prints `records/s` and its
+//!   own CPU time in clock ticks.
 //! * `client-encode URL SECONDS CONCURRENCY RECORDS SIZE`: the same, but every request's
 //!   body is encoded anew from RECORDS records in memory with weir's own NDJSON encoder
 //!   (what any forwarder of records must do, without a WAL, order or retries).
@@ -16,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
@@ -47,12 +50,15 @@ async fn main() -> anyhow::Result<()> {
 /// The endpoint's state: lines counted, and whether requests are held.
 struct Endpoint {
     count: AtomicU64,
+    /// The count, for `/wait`.
+    counted: tokio::sync::watch::Sender<u64>,
     held: tokio::sync::watch::Sender<bool>,
 }
 
 async fn serve(addr: &str) -> anyhow::Result<()> {
     let state = Arc::new(Endpoint {
         count: AtomicU64::new(0),
+        counted: tokio::sync::watch::Sender::new(0),
         held: tokio::sync::watch::Sender::new(false),
     });
     let app = Router::new()
@@ -62,8 +68,23 @@ async fn serve(addr: &str) -> anyhow::Result<()> {
                 let mut held = s.held.subscribe();
                 let _ = held.wait_for(|h| !*h).await;
                 let lines = body.iter().filter(|b| **b == b'\n').count() as u64;
-                s.count.fetch_add(lines, Ordering::Relaxed);
+                let total = s.count.fetch_add(lines, Ordering::Relaxed) + lines;
+                s.counted.send_if_modified(|c| {
+                    let more = total > *c;
+                    *c = (*c).max(total);
+                    more
+                });
             }),
+        )
+        .route(
+            "/wait/{lines}",
+            get(
+                |State(s): State<Arc<Endpoint>>, Path(lines): Path<u64>| async move {
+                    let mut counted = s.counted.subscribe();
+                    let _ = counted.wait_for(|c| *c >= lines).await;
+                    s.count.load(Ordering::Relaxed).to_string()
+                },
+            ),
         )
         .route(
             "/count",
@@ -166,6 +187,25 @@ async fn client(
         task.await?;
     }
     let rate = sent.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
-    println!("{rate:.0}");
+    println!("{rate:.0} {}", cpu_ticks()?);
     Ok(())
+}
+
+/// This process's CPU time so far (user + system), in clock ticks (`getconf CLK_TCK`).
+fn cpu_ticks() -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The fields after the command name (which is in parentheses and may hold spaces):
+    // utime and stime are the 14th and 15th fields of the whole line.
+    let after = stat
+        .rsplit_once(')')
+        .ok_or_else(|| anyhow::anyhow!("/proc/self/stat without a command name"))?
+        .1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| -> anyhow::Result<u64> {
+        Ok(fields
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("/proc/self/stat is short"))?
+            .parse()?)
+    };
+    Ok(field(11)? + field(12)?)
 }

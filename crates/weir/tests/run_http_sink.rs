@@ -86,6 +86,56 @@ fn refused_records_are_dead_lettered_and_the_rest_delivered() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// A slow request at the head does not hold the other slots empty: the sink keeps
+/// sending behind it until the stage's held bound (2 × max_concurrency admitted), and
+/// the cursor waits for the head.
+#[test]
+fn a_slow_head_request_does_not_stall_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let head_ms = 4_000;
+    target
+        .behaviour()
+        .seq0_extra_ms
+        .store(head_ms, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(0, Some(2_000)),
+            "batch_records = 20\nmin_concurrency = 4\nmax_concurrency = 4\n",
+        ),
+    );
+    let started = Instant::now();
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    // 4 slots, 8 admitted at most: the head and 7 more, all answered but the head.
+    let st = daemon.wait_for("7 requests behind the head", Duration::from_secs(3), |s| {
+        http(s)["held_back"] == 7
+    });
+    assert!(
+        started.elapsed() < Duration::from_millis(head_ms),
+        "while the head was still held"
+    );
+    assert_eq!(target.shared.events().len(), 7, "{:#}", http(&st));
+    assert_eq!(http(&st)["batches"], 8, "{:#}", http(&st));
+    assert_eq!(
+        sink(&st)["cursor"]["committed"],
+        0,
+        "the cursor waits for the head"
+    );
+    // No more than the bound while the head is held.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(target.shared.events().len(), 7);
+    let st = daemon.wait_for("all records delivered", Duration::from_secs(30), |s| {
+        lag(s) == 0 && s["sources"]["gen"]["records"] == 2_000
+    });
+    assert_eq!(target.shared.distinct().len(), 2_000, "{:#}", http(&st));
+    assert_eq!(daemon.stop(), Some(0));
+}
+
 #[test]
 fn too_large_requests_are_split_and_compressed_bodies_arrive() {
     for (encoding, compression) in [("json_array", "gzip"), ("ndjson", "zstd")] {

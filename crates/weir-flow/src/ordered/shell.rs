@@ -198,6 +198,31 @@ where
 }
 
 impl<I, O, E, F> OrderedStage<I, O, E, F> {
+    /// Waits until the stage would admit a submission now (or is closed), without
+    /// submitting anything: for a caller that keeps its input until
+    /// [`try_submit`](OrderedStage::try_submit) takes it. Room appears when any
+    /// operation finishes (not only the oldest) or a result is taken, so a caller
+    /// that waits here rather than on [`next`](Self::next) keeps every slot busy
+    /// while a slow operation holds the head.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it takes nothing.
+    pub async fn room(&self) {
+        loop {
+            let room = self.shared.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let state = self.shared.lock();
+                if state.closed || state.core.can_admit() {
+                    return;
+                }
+            }
+            room.await;
+        }
+    }
+
     /// Takes the next result in submission order if it is finished.
     pub fn try_next(&self) -> Option<Result<O, OrderedError<E>>> {
         let now = self.shared.clock.now();
@@ -271,6 +296,57 @@ impl<I, O, E, F> OrderedStage<I, O, E, F> {
     /// Attempts started after a failure or timeout.
     pub fn retries(&self) -> u64 {
         self.shared.lock().core.retries()
+    }
+}
+
+/// A read-only view of an [`OrderedStage`]'s counts, kept apart from it (for a status
+/// page): each call reads the stage's state as it is then. It keeps the stage's
+/// bookkeeping alive, not its operations: once the stage is dropped, it reads what
+/// was left.
+pub struct StageView<O, E> {
+    shared: Arc<Shared<O, E>>,
+}
+
+impl<O, E> Clone for StageView<O, E> {
+    fn clone(&self) -> Self {
+        StageView {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<O, E> std::fmt::Debug for StageView<O, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageView")
+            .field("in_flight", &self.in_flight())
+            .field("held", &self.held())
+            .finish()
+    }
+}
+
+impl<O, E> StageView<O, E> {
+    /// Operations in flight (running or waiting to retry).
+    pub fn in_flight(&self) -> usize {
+        self.shared.lock().core.in_flight()
+    }
+
+    /// Finished results not yet taken.
+    pub fn held(&self) -> usize {
+        self.shared.lock().core.held()
+    }
+
+    /// Finished results waiting behind an unfinished earlier operation.
+    pub fn held_back(&self) -> usize {
+        self.shared.lock().core.held_back()
+    }
+}
+
+impl<I, O, E, F> OrderedStage<I, O, E, F> {
+    /// A view of this stage's counts that a status page can keep.
+    pub fn view(&self) -> StageView<O, E> {
+        StageView {
+            shared: Arc::clone(&self.shared),
+        }
     }
 }
 

@@ -63,6 +63,9 @@ pub struct Behaviour {
     pub drop_next: AtomicUsize,
     /// Records per request above which the answer is 413 (0: any number).
     pub max_records: AtomicUsize,
+    /// A request holding the record with `seq` 0 waits this much longer (a slow head
+    /// of the stream, while the requests after it finish).
+    pub seq0_extra_ms: AtomicU64,
 }
 
 /// The server's state.
@@ -306,7 +309,16 @@ async fn ingest(
     } else {
         0
     };
-    let latency = b.latency_ms.load(Ordering::SeqCst) + extra;
+    let seq0 = lines.iter().any(|line| {
+        serde_json::from_slice::<serde_json::Value>(line)
+            .is_ok_and(|v| v["payload"]["seq"].as_u64() == Some(0))
+    });
+    let head = if seq0 {
+        b.seq0_extra_ms.load(Ordering::SeqCst)
+    } else {
+        0
+    };
+    let latency = b.latency_ms.load(Ordering::SeqCst) + extra + head;
     if latency > 0 {
         tokio::time::sleep(Duration::from_millis(latency)).await;
     }

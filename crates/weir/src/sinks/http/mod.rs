@@ -13,7 +13,10 @@
 //! released in WAL order, so the cursor only moves past the contiguous prefix of
 //! delivered batches ([`crate::pipeline::Sink::settled`]). At most
 //! `2 × max_concurrency` batches are admitted (in flight, waiting to retry, or done
-//! and held behind an earlier one); past that `write` waits.
+//! and held behind an earlier one); past that `write` waits. A slot that any request
+//! frees is refilled at once, so a slow request at the head does not hold the other
+//! slots empty (up to that bound); `/status` shows `batches` and `held_back` as they
+//! are when asked.
 //!
 //! **Concurrency** is weir-flow's AIMD limiter ([`weir_flow::aimd`]), starting at
 //! `min_concurrency`: each answered request while the limit was in full use adds

@@ -243,7 +243,9 @@ impl HttpSink {
         config.retry = RetryPolicy::none();
         let shared = Arc::clone(&self.shared);
         let op: Op = Box::new(move |batch| Box::pin(deliver(Arc::clone(&shared), batch)));
-        OrderedStage::new(config, op).expect("max_held = 2 × max_in_flight is valid")
+        let stage = OrderedStage::new(config, op).expect("max_held = 2 × max_in_flight is valid");
+        self.shared.stats.watch_stage(stage.view());
+        stage
     }
 
     fn stage(&mut self) -> &Stage {
@@ -274,20 +276,11 @@ impl HttpSink {
         !self.pending.is_empty() || self.pending_offset.is_some()
     }
 
-    fn report_stage(&self) {
-        if let Some(stage) = &self.stage {
-            self.shared
-                .stats
-                .set_stage(stage.in_flight() + stage.held(), stage.held_back());
-        }
-    }
-
     /// Takes one result from the stage.
     fn take(
         &mut self,
         result: Option<Result<Option<u64>, OrderedError<String>>>,
     ) -> Result<(), SinkError> {
-        self.report_stage();
         match result {
             Some(Ok(Some(offset))) => {
                 self.released = Some(self.released.map_or(offset, |r| r.max(offset)));
@@ -301,17 +294,27 @@ impl HttpSink {
         }
     }
 
-    /// Hands the sealed request to the stage, taking results while it is full (which
-    /// is what frees room). Cancel-safe: the request stays in `sealed` until admitted.
+    /// Hands the sealed request to the stage. While it is full, waits for a slot (any
+    /// request finishing, not only the oldest) or the next result in order, and takes
+    /// results as they come. Cancel-safe: the request stays in `sealed` until admitted.
     async fn submit_sealed(&mut self) -> Result<(), SinkError> {
         while let Some(batch) = self.sealed.take() {
             match self.stage().try_submit(batch) {
-                Ok(_) => self.report_stage(),
+                Ok(_) => {}
                 Err(SubmitError::Full(batch)) => {
                     self.sealed = Some(batch);
                     let stage = self.stage.as_ref().expect("created above");
-                    let result = stage.next().await;
-                    self.take(result)?;
+                    // A slot frees when any request finishes, not only the oldest:
+                    // waiting for the oldest alone would leave the others' slots
+                    // empty behind a slow head (held results stay bounded by the
+                    // stage's `max_held`). Results are still taken as they come.
+                    let taken = tokio::select! {
+                        result = stage.next() => Some(result),
+                        () = stage.room() => None,
+                    };
+                    if let Some(result) = taken {
+                        self.take(result)?;
+                    }
                 }
                 Err(SubmitError::Closed(batch)) => {
                     self.sealed = Some(batch);
@@ -441,8 +444,11 @@ impl Sink for HttpSink {
                 _ => None,
             };
             let stage = self.stage.as_ref().expect("created above");
+            let sealed = self.sealed.is_some();
             tokio::select! {
                 result = stage.next() => self.take(result)?,
+                // The sealed request goes as soon as any slot frees.
+                () = stage.room(), if sealed => {}
                 changed = self.permanent.changed() => {
                     // Reported (failed, logged at ERROR) at most once per retry.max.
                     let due = self

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use weir_flow::aimd::{ConcurrencyLimiter, Permit};
+use weir_flow::ordered::StageView;
 
 use super::core::{RetryBudget, Srtt};
 use crate::telemetry::{Counter, Telemetry};
@@ -52,8 +53,8 @@ pub struct HttpStats {
     retry_after: AtomicU64,
     budget_exhausted: AtomicU64,
     config_errors: AtomicU64,
-    stage_batches: AtomicU64,
-    stage_held_back: AtomicU64,
+    /// The sink's current request stage (replaced when the sink starts over).
+    stage: Mutex<Option<StageView<Option<u64>, String>>>,
     retries: ByReason,
     splits: ByReason,
     dead_letters: ByReason,
@@ -127,8 +128,7 @@ impl HttpStats {
             retry_after: AtomicU64::new(0),
             budget_exhausted: AtomicU64::new(0),
             config_errors: AtomicU64::new(0),
-            stage_batches: AtomicU64::new(0),
-            stage_held_back: AtomicU64::new(0),
+            stage: Mutex::new(None),
             retries: ByReason::default(),
             splits: ByReason::default(),
             dead_letters: ByReason::default(),
@@ -263,12 +263,10 @@ impl HttpStats {
             .inc();
     }
 
-    /// The ordered stage's batches now: admitted and not taken, and of those, done
-    /// but held back behind an earlier one.
-    pub fn set_stage(&self, batches: usize, held_back: usize) {
-        self.stage_batches.store(batches as u64, Ordering::Relaxed);
-        self.stage_held_back
-            .store(held_back as u64, Ordering::Relaxed);
+    /// The ordered stage whose batches `/status` shows (read when asked): admitted and
+    /// not taken, and of those, done but held back behind an earlier one.
+    pub fn watch_stage(&self, stage: StageView<Option<u64>, String>) {
+        *lock(&self.stage) = Some(stage);
     }
 
     /// The last failure's description, for `/status`.
@@ -290,11 +288,14 @@ impl HttpStats {
             let (requests, retries) = budget.window(std::time::Instant::now());
             (requests, retries, budget.window_secs())
         };
+        let (batches, held_back) = lock(&self.stage)
+            .as_ref()
+            .map_or((0, 0), |s| (s.in_flight() + s.held(), s.held_back()));
         json!({
             "limit": self.limiter.limit(),
             "in_flight": self.limiter.in_flight(),
-            "batches": self.stage_batches.load(Ordering::Relaxed),
-            "held_back": self.stage_held_back.load(Ordering::Relaxed),
+            "batches": batches,
+            "held_back": held_back,
             "srtt_ms": srtt.map(|d| d.as_secs_f64() * 1e3),
             "last_decrease": last.map(|(reason, at)| json!({
                 "reason": reason,
