@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use run_support::http_sink::{config, generator, http, lag, quarantined, sink, wait_failed};
+use run_support::http_sink::{config, generator, http, lag, quarantined, sink, start, wait_failed};
 use run_support::http_target::Target;
 use run_support::{Daemon, free_addr, write_config};
 
@@ -98,19 +98,13 @@ fn a_slow_head_request_does_not_stall_the_others() {
         .behaviour()
         .seq0_extra_ms
         .store(head_ms, Ordering::SeqCst);
-    let status = free_addr();
-    let path = write_config(
-        tmp.path(),
-        &config(
-            tmp.path(),
-            status,
-            &target.url(),
-            &generator(0, Some(2_000)),
-            "batch_records = 20\nmin_concurrency = 4\nmax_concurrency = 4\n",
-        ),
-    );
     let started = Instant::now();
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let daemon = start(
+        tmp.path(),
+        &target.url(),
+        &generator(0, Some(2_000)),
+        "batch_records = 20\nmin_concurrency = 4\nmax_concurrency = 4\n",
+    );
     // 4 slots, 8 admitted at most: the head and 7 more, all answered but the head.
     let st = daemon.wait_for("7 requests behind the head", Duration::from_secs(3), |s| {
         http(s)["held_back"] == 7

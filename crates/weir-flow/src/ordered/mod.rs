@@ -24,4 +24,4 @@ mod shell;
 pub use self::config::{OrderedConfig, RetryPolicy, littles_law_depth};
 pub use self::core::{Attempt, Completion, OrderedCore};
 pub use self::error::{OrderedConfigError, OrderedError, SubmitError};
-pub use self::shell::{OrderedStage, StageView};
+pub use self::shell::{OrderedStage, StageCounts, StageView};

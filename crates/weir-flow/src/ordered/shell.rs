@@ -317,27 +317,31 @@ impl<O, E> Clone for StageView<O, E> {
 
 impl<O, E> std::fmt::Debug for StageView<O, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StageView")
-            .field("in_flight", &self.in_flight())
-            .field("held", &self.held())
-            .finish()
+        f.debug_tuple("StageView").field(&self.counts()).finish()
     }
 }
 
-impl<O, E> StageView<O, E> {
+/// An [`OrderedStage`]'s counts at one moment (read under one lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct StageCounts {
     /// Operations in flight (running or waiting to retry).
-    pub fn in_flight(&self) -> usize {
-        self.shared.lock().core.in_flight()
-    }
-
+    pub in_flight: usize,
     /// Finished results not yet taken.
-    pub fn held(&self) -> usize {
-        self.shared.lock().core.held()
-    }
+    pub held: usize,
+    /// Of those, the ones waiting behind an unfinished earlier operation.
+    pub held_back: usize,
+}
 
-    /// Finished results waiting behind an unfinished earlier operation.
-    pub fn held_back(&self) -> usize {
-        self.shared.lock().core.held_back()
+impl<O, E> StageView<O, E> {
+    /// The stage's counts now.
+    pub fn counts(&self) -> StageCounts {
+        let state = self.shared.lock();
+        StageCounts {
+            in_flight: state.core.in_flight(),
+            held: state.core.held(),
+            held_back: state.core.held_back(),
+        }
     }
 }
 

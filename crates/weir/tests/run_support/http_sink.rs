@@ -32,6 +32,13 @@ retry = {{ initial = "50ms", max = "1s" }}
     )
 }
 
+/// Writes [`config`] into `dir` and starts `weir run` on it.
+pub fn start(dir: &Path, url: &str, source: &str, sink_extra: &str) -> super::Daemon {
+    let status = super::free_addr();
+    let path = super::write_config(dir, &config(dir, status, url, source, sink_extra));
+    super::Daemon::start(dir, &path, status, &[])
+}
+
 pub fn generator(rate: u64, count: Option<u64>) -> String {
     let count = count.map_or(String::new(), |n| format!("count = {n}\n"));
     format!("type = \"generator\"\nrate = {rate}\n{count}size = \"64 B\"\n")

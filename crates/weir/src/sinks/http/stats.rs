@@ -288,9 +288,11 @@ impl HttpStats {
             let (requests, retries) = budget.window(std::time::Instant::now());
             (requests, retries, budget.window_secs())
         };
-        let (batches, held_back) = lock(&self.stage)
+        let stage = lock(&self.stage)
             .as_ref()
-            .map_or((0, 0), |s| (s.in_flight() + s.held(), s.held_back()));
+            .map(StageView::counts)
+            .unwrap_or_default();
+        let (batches, held_back) = (stage.in_flight + stage.held, stage.held_back);
         json!({
             "limit": self.limiter.limit(),
             "in_flight": self.limiter.in_flight(),
