@@ -84,6 +84,7 @@ fn context() -> Context {
         quarantine: weir::quarantine::Quarantine::new(&dir.path().join("quarantine"), 1 << 20)
             .expect("quarantine"),
         detail: Arc::default(),
+        unencodable: Arc::default(),
     };
     Context { _dir: dir, cx }
 }

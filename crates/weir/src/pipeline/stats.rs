@@ -136,8 +136,9 @@ pub struct SinkStats {
     pub batches: AtomicU64,
     /// Failed writes that were retried.
     pub retries: AtomicU64,
-    /// Records the sink could not encode.
-    pub unencodable: AtomicU64,
+    /// Records the sink could not encode (shared with the sink, whose own tasks may
+    /// refuse records: [`SinkContext::unencodable`](crate::sinks::SinkContext)).
+    pub unencodable: std::sync::Arc<AtomicU64>,
     /// Gaps seen (records deleted before this sink read them).
     pub gaps: AtomicU64,
     /// Records in those gaps.
@@ -160,7 +161,7 @@ impl SinkStats {
             bytes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             retries: AtomicU64::new(0),
-            unencodable: AtomicU64::new(0),
+            unencodable: std::sync::Arc::default(),
             gaps: AtomicU64::new(0),
             gap_records: AtomicU64::new(0),
             buffered_bytes: AtomicU64::new(0),

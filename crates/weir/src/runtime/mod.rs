@@ -146,11 +146,15 @@ pub struct Opened {
     wal_component: Component,
     report: OpenReport,
     quarantine: Quarantine,
-    sinks: Vec<(
-        String,
-        Sink,
-        Arc<std::sync::OnceLock<crate::pipeline::Detail>>,
-    )>,
+    sinks: Vec<OpenedSink>,
+}
+
+/// A sink opened in step 2, with what its driver's stats share with it.
+struct OpenedSink {
+    name: String,
+    sink: Sink,
+    detail: Arc<std::sync::OnceLock<crate::pipeline::Detail>>,
+    unencodable: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Step 2: the WAL (recovering it), the quarantine and each sink (its directory).
@@ -193,6 +197,7 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
     let mut sinks = Vec::new();
     for (name, sink_config) in &config.sinks {
         let detail = Arc::new(std::sync::OnceLock::new());
+        let unencodable = Arc::default();
         let cx = SinkContext {
             config_hash: config_hash.clone(),
             on_full: config.wal.on_full,
@@ -200,6 +205,7 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
             telemetry: telemetry.clone(),
             quarantine: quarantine.clone(),
             detail: Arc::clone(&detail),
+            unencodable: Arc::clone(&unencodable),
             wal: wal.clone(),
             data_dir: config.runtime.data_dir.clone(),
         };
@@ -207,7 +213,12 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
         let sink = tokio::task::spawn_blocking(move || kind.open(&n, &cx))
             .await?
             .with_context(|| format!("sinks.{name}"))?;
-        sinks.push((name.clone(), sink, detail));
+        sinks.push(OpenedSink {
+            name: name.clone(),
+            sink,
+            detail,
+            unencodable,
+        });
     }
     Ok(Opened {
         telemetry,
@@ -251,10 +262,17 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
     let (phase_tx, phase_rx) = watch::channel(Phase::Run);
     let mut drivers = JoinSet::new();
     let mut sink_entries = Vec::new();
-    for (name, sink, detail) in sinks {
+    for OpenedSink {
+        name,
+        sink,
+        detail,
+        unencodable,
+    } in sinks
+    {
         let sink_config = &config.sinks[&name];
         let mut stats = SinkStats::new(telemetry.component(ComponentKind::Sink, &name));
         stats.detail = detail;
+        stats.unencodable = unencodable;
         let stats = Arc::new(stats);
         sink_entries.push(SinkEntry {
             name: name.clone(),

@@ -53,6 +53,10 @@ pub struct SinkContext {
     pub telemetry: Telemetry,
     /// Where a sink puts records its destination refused (dead letters).
     pub quarantine: Quarantine,
+    /// The sink's `unencodable` count (in `/status`), for a sink whose own tasks refuse
+    /// records it cannot encode (rather than returning them from `write`); it also
+    /// quarantines them.
+    pub unencodable: Arc<std::sync::atomic::AtomicU64>,
     /// Where a sink puts its type-specific `/status` details (its
     /// [`SinkStats::detail`](crate::pipeline::SinkStats::detail)).
     pub detail: Arc<OnceLock<Detail>>,

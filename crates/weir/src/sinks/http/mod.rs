@@ -6,7 +6,10 @@
 //! optionally compressed (`gzip`, `zstd`). Each request's own task encodes its records
 //! straight from their WAL form ([`crate::pipeline::Sink::takes_wire`]: nothing is
 //! decoded into owned strings first). One kept client (hyper-util's pooled client
-//! over rustls: HTTP/1.1, and HTTP/2 where TLS negotiates it) sends them.
+//! over rustls: HTTP/1.1, and HTTP/2 where TLS negotiates it) sends them. A payload
+//! an envelope cannot hold (not UTF-8) is refused by that encoder, counted in the
+//! sink's `unencodable` ([`crate::sinks::SinkContext::unencodable`]) and put in the
+//! quarantine; the rest of its request is sent.
 //!
 //! **Order and the cursor.** Requests run concurrently through weir-flow's ordered
 //! stage ([`weir_flow::ordered`]): each batch is one operation; completions are

@@ -52,6 +52,9 @@ struct Batch {
 struct Shared {
     name: String,
     client: HttpClient,
+    /// The sink's `unencodable` count: records its encoding cannot hold, refused by
+    /// each request's encoder and put in the quarantine.
+    unencodable: Arc<std::sync::atomic::AtomicU64>,
     uri: hyper::Uri,
     method: hyper::Method,
     headers: Vec<(HeaderName, hyper::header::HeaderValue)>,
@@ -180,6 +183,7 @@ impl OpenSink for HttpSinkConfig {
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             client,
+            unencodable: Arc::clone(&cx.unencodable),
             uri,
             method: match self.method {
                 Method::Post => hyper::Method::POST,
@@ -358,39 +362,23 @@ impl Sink for HttpSink {
     async fn write(
         &mut self,
         batch: &Arc<SinkBatch>,
-        rejects: &mut Vec<Unencodable>,
+        _rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
         self.submit_sealed().await?;
-        let mut unencodable = 0;
         let (encoding, batch_bytes) = (
             self.shared.config.encoding,
             self.shared.config.batch_bytes.bytes(),
         );
         for (i, record) in batch.wire.iter().enumerate() {
-            match body::size(record, encoding) {
-                Ok(size) => {
-                    if !self.pending.is_empty()
-                        && (self.full() || self.pending.bytes() + size > batch_bytes)
-                    {
-                        self.seal();
-                        self.submit_sealed().await?;
-                    }
-                    self.pending.push(batch, i, size);
-                    self.pending_since.get_or_insert_with(Instant::now);
-                }
-                Err(reason) => {
-                    unencodable += 1;
-                    match record.decode() {
-                        Ok(record) => rejects.push(Unencodable { record, reason }),
-                        // Skipped and counted, as the driver skips what does not decode.
-                        Err(e) => tracing::warn!(
-                            "sink {}: WAL record {} skipped: {e}",
-                            self.shared.name,
-                            record.position.offset
-                        ),
-                    }
-                }
+            let size = body::size(record, encoding);
+            if !self.pending.is_empty()
+                && (self.full() || self.pending.bytes() + size > batch_bytes)
+            {
+                self.seal();
+                self.submit_sealed().await?;
             }
+            self.pending.push(batch, i, size);
+            self.pending_since.get_or_insert_with(Instant::now);
         }
         if self.pending.is_empty() && self.sealed.is_none() && self.idle() {
             // Nothing to send and nothing before it in flight: stored at once.
@@ -406,7 +394,9 @@ impl Sink for HttpSink {
         }
         Ok(Written {
             durable_through: self.released.take(),
-            unencodable,
+            // The request's encoder refuses what its encoding cannot hold: counted in
+            // the sink's `unencodable` and put in the quarantine there.
+            unencodable: 0,
             buffered_bytes: self.pending.bytes(),
         })
     }
@@ -537,6 +527,7 @@ async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, 
     let parts = batch
         .records
         .encode(shared.config.encoding, |record, reason| {
+            shared.unencodable.fetch_add(1, Ordering::Relaxed);
             dead.push(Rejected {
                 reason,
                 payload: record.payload(),

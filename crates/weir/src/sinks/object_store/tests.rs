@@ -55,6 +55,7 @@ impl Fixture {
             quarantine: crate::quarantine::Quarantine::new(&self.root.join("quarantine"), 1 << 20)
                 .expect("quarantine"),
             detail: Arc::default(),
+            unencodable: Arc::default(),
         }
     }
 
