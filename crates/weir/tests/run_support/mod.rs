@@ -153,7 +153,10 @@ impl Daemon {
             status_addr,
             stderr_path,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Longer than any startup check may retry (the NATS source waits up to 30 s for
+        // a cluster to elect a JetStream leader before it gives up), so that a slow
+        // start under load is told apart from one that never comes.
+        let deadline = Instant::now() + Duration::from_secs(45);
         loop {
             if let Some(status) = daemon.child.try_wait().expect("try_wait") {
                 panic!("weir exited at startup ({status}):\n{}", daemon.stderr());
