@@ -422,11 +422,17 @@ impl Sink for HttpSink {
             {
                 self.seal();
             }
+            // Whether the sealed request waits for a slot (not for a closed stage, for
+            // which `room` would not wait at all).
+            let mut full = false;
             if let Some(batch) = self.sealed.take() {
                 let stage = self.stage.as_ref().expect("created above");
                 match stage.try_submit(batch) {
                     Ok(_) => continue,
-                    Err(e) => self.sealed = Some(e.into_inner()),
+                    Err(e) => {
+                        full = matches!(e, SubmitError::Full(_));
+                        self.sealed = Some(e.into_inner());
+                    }
                 }
             }
             let linger_at = match (&self.sealed, self.pending_since) {
@@ -434,11 +440,10 @@ impl Sink for HttpSink {
                 _ => None,
             };
             let stage = self.stage.as_ref().expect("created above");
-            let sealed = self.sealed.is_some();
             tokio::select! {
                 result = stage.next() => self.take(result)?,
                 // The sealed request goes as soon as any slot frees.
-                () = stage.room(), if sealed => {}
+                () = stage.room(), if full => {}
                 changed = self.permanent.changed() => {
                     // Reported (failed, logged at ERROR) at most once per retry.max.
                     let due = self
