@@ -309,12 +309,14 @@ async fn ingest(
     } else {
         0
     };
-    let seq0 = lines.iter().any(|line| {
-        serde_json::from_slice::<serde_json::Value>(line)
-            .is_ok_and(|v| v["payload"]["seq"].as_u64() == Some(0))
-    });
-    let head = if seq0 {
-        b.seq0_extra_ms.load(Ordering::SeqCst)
+    // Each line is parsed below anyway; this extra look happens only when asked for.
+    let seq0_extra = b.seq0_extra_ms.load(Ordering::SeqCst);
+    let head = if seq0_extra > 0
+        && lines.iter().any(|line| {
+            serde_json::from_slice::<serde_json::Value>(line)
+                .is_ok_and(|v| v["payload"]["seq"].as_u64() == Some(0))
+        }) {
+        seq0_extra
     } else {
         0
     };
