@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # MQTT ingest benchmark (not a test, not in CI): QoS 1 from a Mosquitto broker into the
 # release `weir` (mqtt source → WAL, sync = "always" → blackhole), next to
-# `mosquitto_sub -q 1 -c` writing to a file, on the same broker in the same run.
+# `mosquitto_sub -q 1 -c` writing to a file and a minimal durable consumer (`ref`), on
+# the same broker in the same run.
 #
 #   ./scripts/bench-mqtt.sh [N] [RUNS]   # N messages per case (default 100000), RUNS runs
-#                                        # of each case (default 5), alternating consumers
+#                                        # of each case (default 5), rotating consumers
 #
 # Cases: the broker's window (max_inflight_messages) at 20 (Mosquitto's default) and at
 # 1000, each with 100 B and 1 KiB payloads (WEIR_BENCH_WINDOWS and WEIR_BENCH_SIZES pick
@@ -12,16 +13,17 @@
 # 1000 would drop what is queued behind a full window). weir's expected_broker_window is
 # set to the broker's window.
 #
-# Method, the same for both consumers: a fresh broker per case; weir and mosquitto_sub
-# each connect once with a persistent session (clean_session = false) and subscribe, then
-# go offline; N QoS 1 messages are published (mosquitto_pub -l, every one acked by the
-# broker), so the broker queues N for each session; then each consumer is started alone
-# and timed from its start until it has acknowledged N messages (mosquitto_sub: exits
-# after N with -C; weir: /status sources.mq.mqtt.acked reaches N, polled every 5 ms by
-# one process over a kept connection).
+# Method, the same for every consumer: a fresh broker per case; weir, mosquitto_sub and
+# ref each connect once with a persistent session (clean_session = false) and subscribe,
+# then go offline; N QoS 1 messages are published (every one acked by the broker), so
+# the broker queues N for each session; then each consumer is started alone and timed
+# from its start until it has acknowledged N messages (mosquitto_sub: exits after N
+# with -C; ref: exits after acking N; weir: /status sources.mq.mqtt.acked reaches N,
+# polled every 5 ms by one process over a kept connection).
 # Printed per case: messages/s and payload MB/s of each, the ratio weir / mosquitto_sub,
 # weir's CPU seconds (utime + stime from /proc) and peak RSS (VmHWM), the zero-loss check
-# (mosquitto_sub's line count, weir's received and the blackhole's records, each = N),
+# (mosquitto_sub's line count, weir's received, the blackhole's records and ref's
+# received, each = N, and ref's distinct sequence numbers = N),
 # weir's measured mean ack latency (PUBLISH received → PUBACK sent, from /status) and
 # Little's law: window ÷ throughput = the mean time a message spends in flight, which
 # at window 20 is what bounds the rate (throughput = window ÷ latency).
@@ -34,8 +36,17 @@
 # weir ÷ ceiling says how close weir is to what durability allows. That ceiling counts
 # none of the broker's own time to send a window (about 7 µs per message with
 # mosquitto_sub here), so a second one adds it: window ÷ (fsync p50 + window ÷ mosquitto_sub's rate),
-# the rate of mosquitto_sub if it fsynced once per window (`÷sub+fs`). Each case runs
-# RUNS times; a summary line per case gives the median of the runs' ratios.
+# the rate of mosquitto_sub if it fsynced once per window (`÷sub+fs`).
+#
+# Both ceilings are computed. A third consumer measures what a durable consumer reaches:
+# `ref` (scripts/mqtt-fsync-consumer.py) is the simplest one there is, one thread that
+# reads what the socket holds, writes it to a file, fdatasyncs, then sends those
+# messages' PUBACKs in one write. It has no thread hand-overs, no WAL framing and no
+# bounds, so weir ÷ ref is weir's own cost, and ref ÷ ceiling is how much of the
+# computed ceiling this broker and disk let any consumer that acks only durable messages
+# reach. `ref m/fs` is its messages per fdatasync. The three consumers drain in rotating
+# order. Each case runs RUNS times; a summary line per case gives the medians of the
+# runs' ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-100000}"
@@ -264,14 +275,17 @@ PY
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-printf '%-7s %-6s %-4s %12s %9s %12s %7s %8s %9s %10s %11s %9s %8s %10s %8s %8s %9s %s\n' \
+printf '%-7s %-6s %-4s %12s %9s %12s %7s %8s %9s %10s %11s %9s %8s %10s %8s %8s %9s %10s %6s %8s %9s %s\n' \
   window size run "weir msg/s" "weir MB/s" "sub msg/s" ratio "weir CPU" "peak RSS" \
-  "ack lat ms" "Little ms" "fsync ms" "rtt ms" "ceiling/s" "÷ceil" "÷sub+fs" "msg/fsync" "zero loss (sub, weir received, sink)"
+  "ack lat ms" "Little ms" "fsync ms" "rtt ms" "ceiling/s" "÷ceil" "÷sub+fs" "msg/fsync" \
+  "ref msg/s" "÷ref" "ref÷ceil" "ref m/fs" "zero loss (sub, weir received, sink, ref)"
 for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
   for size in ${WEIR_BENCH_SIZES:-100 1024}; do
     : >"$work/ratios"
     : >"$work/ceilings"
     : >"$work/sub_ceilings"
+    : >"$work/refs"
+    : >"$work/ref_ceilings"
     for run in $(seq 1 "$runs"); do
       rm -rf "$work/data"
       start_broker "$window"
@@ -283,12 +297,25 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
       sleep 0.3 # the SUBACK follows the CONNACK
       stop_weir
       mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' -E
+      python3 scripts/mqtt-fsync-consumer.py "$broker_port" bench-ref setup
 
       publish "$n" "$size"
 
-      # Alternate which consumer drains first, so that drift hits both alike.
-      for consumer in $( ((run % 2)) && echo "sub weir" || echo "weir sub"); do
-        if [ "$consumer" = sub ]; then
+      # Rotate which consumer drains first, so that drift hits all alike.
+      case $((run % 3)) in
+        0) order="weir sub ref" ;;
+        1) order="sub ref weir" ;;
+        *) order="ref weir sub" ;;
+      esac
+      for consumer in $order; do
+        if [ "$consumer" = ref ]; then
+          # The yardstick: one thread, read → write + fdatasync → acks (no hand-overs).
+          t0=$(now)
+          read -r ref_received ref_distinct ref_fsyncs ref_cpu < <(python3 scripts/mqtt-fsync-consumer.py \
+            "$broker_port" bench-ref drain "$n" "$work/ref.out")
+          t1=$(now)
+          ref_secs=$(echo "$t1 - $t0" | bc -l)
+        elif [ "$consumer" = sub ]; then
           # mosquitto_sub drains its queue to a file.
           t0=$(now)
           TIMEFORMAT='%U %S'
@@ -327,22 +354,29 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
       of_ceiling=$(echo "$weir_rate / $ceiling" | bc -l)
       sub_ceiling=$(echo "$window / ($fsync_us / 1000000 + $window / $sub_rate)" | bc -l)
       of_sub_ceiling=$(echo "$weir_rate / $sub_ceiling" | bc -l)
+      ref_rate=$(echo "$n / $ref_secs" | bc -l)
+      of_ref=$(echo "$weir_rate / $ref_rate" | bc -l)
+      echo "$of_ref" >>"$work/refs"
+      echo "$(echo "$ref_rate / $ceiling" | bc -l)" >>"$work/ref_ceilings"
       echo "$of_sub_ceiling" >>"$work/sub_ceilings"
       echo "$ratio" >>"$work/ratios"
       echo "$of_ceiling" >>"$work/ceilings"
       loss="ok"
-      if [ "$sub_lines" -ne "$n" ] || [ "$received" -ne "$n" ] || [ "$records" -ne "$n" ]; then
+      if [ "$sub_lines" -ne "$n" ] || [ "$received" -ne "$n" ] || [ "$records" -ne "$n" ] ||
+        [ "$ref_received" -ne "$n" ] || [ "$ref_distinct" -ne "$n" ]; then
         loss="MISMATCH"
       fi
-      printf '%-7s %-6s %-4s %12.0f %9.1f %12.0f %7.2f %7.2fs %6d MiB %10.2f %11.2f %9.3f %8.3f %10.0f %8.2f %8.2f %9.1f %s\n' \
+      printf '%-7s %-6s %-4s %12.0f %9.1f %12.0f %7.2f %7.2fs %6d MiB %10.2f %11.2f %9.3f %8.3f %10.0f %8.2f %8.2f %9.1f %10.0f %6.2f %8.2f %9.1f %s\n' \
         "$window" "$size" "$run" "$weir_rate" "$(echo "$weir_rate * $size / 1000000" | bc -l)" \
         "$sub_rate" "$ratio" "$(echo "$ticks / $hz" | bc -l)" \
         "$((hwm / 1024))" "$latency" "$(echo "1000 * $window / $weir_rate" | bc -l)" \
         "$(echo "$fsync_us / 1000" | bc -l)" "$rtt_ms" "$ceiling" "$of_ceiling" "$of_sub_ceiling" \
-        "$(echo "$n / $fsyncs" | bc -l)" \
-        "$loss ($sub_lines, $received, $records of $n)"
+        "$(echo "$n / $fsyncs" | bc -l)" "$ref_rate" "$of_ref" "$(echo "$ref_rate / $ceiling" | bc -l)" \
+        "$(echo "$n / $ref_fsyncs" | bc -l)" \
+        "$loss ($sub_lines, $received, $records, $ref_received of $n)"
     done
-    printf '%-7s %-6s %-4s median of %s runs: weir ÷ mosquitto_sub %.2f, weir ÷ ceiling %.2f, weir ÷ (sub + fsync) %.2f\n' \
-      "$window" "$size" "all" "$runs" "$(median <"$work/ratios")" "$(median <"$work/ceilings")" "$(median <"$work/sub_ceilings")"
+    printf '%-7s %-6s %-4s median of %s runs: weir ÷ mosquitto_sub %.2f, weir ÷ ceiling %.2f, weir ÷ (sub + fsync) %.2f, weir ÷ ref %.2f, ref ÷ ceiling %.2f\n' \
+      "$window" "$size" "all" "$runs" "$(median <"$work/ratios")" "$(median <"$work/ceilings")" "$(median <"$work/sub_ceilings")" \
+      "$(median <"$work/refs")" "$(median <"$work/ref_ceilings")"
   done
 done

@@ -8,6 +8,13 @@
 //! WAL's MB/s over the baseline's over all rounds, `median` the median of the rounds'
 //! ratios, `rounds` their range.
 //!
+//! A second baseline, `handed`, runs the same raw loop on a thread of its own, each chunk
+//! handed over and answered through channels (one chunk in flight in the one-at-a-time
+//! mode, four when pipelined): the least that any log which keeps fsync off its callers'
+//! threads pays (the WAL must: an async task that blocked in fsync would park a thread
+//! serving others). `÷handed` is the WAL over it, so the raw ratio splits into what the
+//! design costs (raw ÷ handed) and what the WAL itself adds (÷handed).
+//!
 //! Two appender modes: pipelined (each appender keeps four batches in flight through a
 //! `Chain`, as the MQTT, NATS and file sources keep four units, so the writer finds the
 //! next batch queued when an fsync ends), and one at a time (`Wal::append`: the disk
@@ -156,6 +163,47 @@ fn baseline(dir: &Path, bytes: u64, fsyncs: u64) -> Raw {
     raw
 }
 
+/// The baseline's chunks written and fsynced by a thread of its own: the caller hands
+/// each chunk over through a channel and takes the answer back through another, with up
+/// to `depth` chunks handed over and not yet answered. What any log that keeps fsync off
+/// its callers' threads pays at least (two cross-thread wake-ups per fsync when `depth`
+/// is 1), with none of a log's framing, checksums or bookkeeping. Seconds in all.
+fn handed_over(dir: &Path, bytes: u64, fsyncs: u64, depth: usize) -> f64 {
+    let mut f = File::create(dir.join("handed")).expect("create");
+    let chunk = (bytes / fsyncs.max(1)).max(1) as usize;
+    let (to_writer, chunks) = std::sync::mpsc::sync_channel::<usize>(depth);
+    let (to_caller, answers) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let buf = vec![0x5au8; chunk];
+        for n in chunks {
+            f.write_all(&buf[..n]).expect("write");
+            f.sync_data().expect("sync");
+            if to_caller.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    let started = Instant::now();
+    let (mut left, mut unanswered) = (bytes, 0usize);
+    while left > 0 {
+        if unanswered == depth {
+            answers.recv().expect("answer");
+            unanswered -= 1;
+        }
+        let n = (chunk as u64).min(left) as usize;
+        to_writer.send(n).expect("hand over");
+        unanswered += 1;
+        left -= n as u64;
+    }
+    for _ in 0..unanswered {
+        answers.recv().expect("answer");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    drop(to_writer);
+    writer.join().expect("writer");
+    secs
+}
+
 /// WAL/baseline alternations per case.
 const ROUNDS: usize = 6;
 
@@ -190,7 +238,7 @@ fn main() {
         "append: WAL (group commit, sync=always) vs write_all+sync_data at the same bytes per fsync"
     );
     println!(
-        "{:>8} {:>9} {:>12} {:>10} {:>10} {:>12} {:>12} {:>7} {:>7} {:>11}  {:>19}  {:>12}",
+        "{:>8} {:>9} {:>12} {:>10} {:>10} {:>12} {:>12} {:>7} {:>7} {:>11}  {:>19}  {:>12}  {:>11} {:>8} {:>7}",
         "record",
         "appenders",
         "records/s",
@@ -202,11 +250,17 @@ fn main() {
         "median",
         "rounds",
         "WAL fsync/write/rest",
-        "raw fsync/write"
+        "raw fsync/write",
+        "handed MB/s",
+        "÷handed",
+        "median"
     );
     println!(
         "(the last two columns: µs per fsync cycle in the fsync, in writes, and the rest: the \
-         log's bookkeeping and the hand-over from appenders)"
+         log's bookkeeping and the hand-over from appenders); then the raw loop on a thread \
+         of its own, each chunk handed over and answered through channels (1 in flight one \
+         at a time, 4 pipelined): the least a log with a writer thread pays, and the WAL \
+         over it (all rounds, then the median of the rounds)"
     );
     let mut read_dir = None;
     for (mode, label) in [
@@ -237,6 +291,11 @@ fn main() {
                 };
                 let mut raw_all = Raw::default();
                 let mut ratios = Vec::new();
+                let (mut handed_secs, mut handed_ratios) = (0.0, Vec::new());
+                let depth = match mode {
+                    Mode::OneAtATime => 1,
+                    Mode::Pipelined => DEPTH,
+                };
                 let mut dir = tempfile::tempdir().expect("tempdir");
                 for _ in 0..ROUNDS {
                     dir = tempfile::tempdir().expect("tempdir");
@@ -249,6 +308,9 @@ fn main() {
                     ));
                     let raw = baseline(dir.path(), r.bytes, r.fsyncs);
                     ratios.push(raw.secs / r.secs);
+                    let handed = handed_over(dir.path(), r.bytes, r.fsyncs, depth);
+                    handed_ratios.push(handed / r.secs);
+                    handed_secs += handed;
                     raw_all.secs += raw.secs;
                     raw_all.fsync += raw.fsync;
                     raw_all.write += raw.write;
@@ -266,8 +328,10 @@ fn main() {
                 let rest = per(run.secs * 1e6) - fsync - write;
                 let (raw_fsync, raw_write) = (per(raw_all.fsync * 1e6), per(raw_all.write * 1e6));
                 ratios.sort_by(f64::total_cmp);
+                handed_ratios.sort_by(f64::total_cmp);
+                let handed_mb = mb(run.bytes, handed_secs);
                 println!(
-                    "{:>8} {:>9} {:>12.0} {:>10.1} {:>10.0} {:>12} {:>12.1} {:>7.2} {:>7.2} {:>11}  {:>19}  {:>12}",
+                    "{:>8} {:>9} {:>12.0} {:>10.1} {:>10.0} {:>12} {:>12.1} {:>7.2} {:>7.2} {:>11}  {:>19}  {:>12}  {:>11.1} {:>8.2} {:>7.2}",
                     size,
                     appenders,
                     run.records as f64 / run.secs,
@@ -280,6 +344,9 @@ fn main() {
                     format!("{:.2}-{:.2}", ratios[0], ratios[ROUNDS - 1]),
                     format!("{fsync:.0}/{write:.0}/{rest:.0}"),
                     format!("{raw_fsync:.0}/{raw_write:.0}"),
+                    handed_mb,
+                    wal_mb / handed_mb,
+                    (handed_ratios[ROUNDS / 2 - 1] + handed_ratios[ROUNDS / 2]) / 2.0,
                 );
                 if size == 1024 && appenders == 8 && mode == Mode::Pipelined {
                     let _ = std::fs::remove_file(dir.path().join("baseline"));
