@@ -315,10 +315,12 @@ fn two_instances_share_the_group_and_a_stopped_ones_partitions_move() {
     while !(assigned(&da) == 2 && assigned(&db) == 2) {
         assert!(
             Instant::now() < deadline,
-            "the partitions were not shared: a {:#} b {:#}\n{}",
+            "the partitions were not shared: a {:#} b {:#}\n{}\nweir a's log:\n{}\nweir b's log:\n{}",
             kafka(&da.status()),
             kafka(&db.status()),
-            tansu_log(&kafka_broker)
+            tansu_log(&kafka_broker),
+            log_tail(&da, 30),
+            log_tail(&db, 30)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -397,6 +399,13 @@ fn records_the_broker_skips_are_a_counted_gap() {
         "{log}"
     );
     d.stop();
+}
+
+/// The last `n` lines of a daemon's log, oldest first (for a failure's message).
+fn log_tail(d: &Daemon, n: usize) -> String {
+    let log = d.stderr();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn tansu_log(t: &Tansu) -> String {
