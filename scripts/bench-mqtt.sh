@@ -18,7 +18,8 @@
 # then go offline; N QoS 1 messages are published (every one acked by the broker), so
 # the broker queues N for each session; then each consumer is started alone and timed
 # from its start until it has acknowledged N messages (mosquitto_sub: exits after N
-# with -C; ref: exits after acking N; weir: /status sources.mq.mqtt.acked reaches N,
+# with -C; ref: times itself from its CONNECT to its last PUBACK, leaving out Python's
+# start-up; weir: /status sources.mq.mqtt.acked reaches N,
 # polled every 5 ms by one process over a kept connection).
 # Printed per case: messages/s and payload MB/s of each, the ratio weir / mosquitto_sub,
 # weir's CPU seconds (utime + stime from /proc) and peak RSS (VmHWM), the zero-loss check
@@ -310,11 +311,9 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
       for consumer in $order; do
         if [ "$consumer" = ref ]; then
           # The yardstick: one thread, read → write + fdatasync → acks (no hand-overs).
-          t0=$(now)
-          read -r ref_received ref_distinct ref_fsyncs ref_cpu < <(python3 scripts/mqtt-fsync-consumer.py \
+          # Timed by itself from its CONNECT (without the interpreter's start-up).
+          read -r ref_received ref_distinct ref_fsyncs _ ref_secs < <(python3 scripts/mqtt-fsync-consumer.py \
             "$broker_port" bench-ref drain "$n" "$work/ref.out")
-          t1=$(now)
-          ref_secs=$(echo "$t1 - $t0" | bc -l)
         elif [ "$consumer" = sub ]; then
           # mosquitto_sub drains its queue to a file.
           t0=$(now)
