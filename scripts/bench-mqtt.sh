@@ -40,7 +40,7 @@
 # the rate of mosquitto_sub if it fsynced once per window (`÷sub+fs`).
 #
 # Both ceilings are computed. A third consumer measures what a durable consumer reaches:
-# `ref` (scripts/mqtt-fsync-consumer.py) is the simplest one there is, one thread that
+# `ref` (scripts/mqtt-bench-client.py) is the simplest one there is, one thread that
 # reads what the socket holds, writes it to a file, fdatasyncs, then sends those
 # messages' PUBACKs in one write. It has no thread hand-overs, no WAL framing and no
 # bounds, so weir ÷ ref is weir's own cost, and ref ÷ ceiling is how much of the
@@ -130,65 +130,11 @@ stop_weir() {
   weir_pid=
 }
 
-# publish N SIZE: N QoS 1 messages of SIZE bytes (a 10-digit sequence number, then
-# padding) on bench/t, up to 1000 in flight; returns once the broker acked every one.
-# (Not mosquitto_pub -l: it writes faster than it reads the PUBACKs, the broker
-# disconnects it "due to out of memory" after ~35k messages, and it still exits 0.)
-publish() {
-  python3 - "$broker_port" "$1" "$2" <<'PY'
-import socket, struct, sys
-
-port, n, size = (int(a) for a in sys.argv[1:4])
-s = socket.create_connection(("127.0.0.1", port))
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def packet(header, body):
-    out, length = bytearray([header]), len(body)
-    while True:
-        byte, length = length % 128, length // 128
-        out.append(byte | (0x80 if length else 0))
-        if not length:
-            return bytes(out) + body
-
-
-def mqtt_str(text):
-    return struct.pack(">H", len(text)) + text
-
-
-s.sendall(packet(0x10, mqtt_str(b"MQTT") + b"\x04\x02" + struct.pack(">H", 60) + mqtt_str(b"bench-pub")))
-connack = s.recv(4)
-assert connack[:2] == b"\x20\x02" and connack[3] == 0, connack
-pad = b"x" * (size - 10)
-topic = mqtt_str(b"bench/t")
-window, acked, extra, pending = 1000, 0, 0, []
-
-
-def read_acks():
-    global acked, extra
-    data = s.recv(1 << 16)
-    if not data:
-        sys.exit("the broker closed the connection")
-    # Only PUBACKs (4 bytes each) come back to a publisher.
-    extra += len(data)
-    acked += extra // 4
-    extra %= 4
-
-
-for i in range(n):
-    pid = i % 65535 + 1
-    pending.append(packet(0x32, topic + struct.pack(">H", pid) + b"%010d" % i + pad))
-    if len(pending) >= 100 or i == n - 1:
-        s.sendall(b"".join(pending))
-        pending.clear()
-    while i + 1 - acked >= window:
-        read_acks()
-while acked < n:
-    read_acks()
-s.sendall(b"\xe0\x00")
-s.close()
-PY
-}
+# The publisher, the round-trip probe and `ref` (see scripts/mqtt-bench-client.py).
+client() { python3 scripts/mqtt-bench-client.py "$@"; }
+publish() { client publish "$broker_port" "$1" "$2"; } # N SIZE
+# rtt: the mean QoS 1 PUBLISH → PUBACK round trip on the broker, in ms.
+rtt() { client rtt "$broker_port"; }
 
 start_broker() { # WINDOW
   local port
@@ -243,37 +189,6 @@ start_weir() {
   weir_pid=$!
 }
 
-# rtt: the mean QoS 1 PUBLISH → PUBACK round trip on the broker, in ms (1000 one at a
-# time, on a topic outside weir's subscription).
-rtt() {
-  python3 - "$broker_port" <<'PY'
-import socket, struct, sys, time
-
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def packet(header, body):
-    return bytes([header, len(body)]) + body
-
-
-def mqtt_str(text):
-    return struct.pack(">H", len(text)) + text
-
-
-s.sendall(packet(0x10, mqtt_str(b"MQTT") + b"\x04\x02" + struct.pack(">H", 60) + mqtt_str(b"bench-rtt")))
-assert s.recv(4)[:2] == b"\x20\x02"
-n, started = 1000, time.perf_counter()
-for i in range(n):
-    s.sendall(packet(0x32, mqtt_str(b"rtt/probe") + struct.pack(">H", i + 1) + b"x" * 10))
-    got = b""
-    while len(got) < 4:
-        got += s.recv(4 - len(got))
-print("%.4f" % ((time.perf_counter() - started) * 1000 / n))
-s.sendall(b"\xe0\x00")
-PY
-}
-
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 printf '%-7s %-6s %-4s %12s %9s %12s %7s %8s %9s %10s %11s %9s %8s %10s %8s %8s %9s %10s %6s %8s %9s %s\n' \
@@ -298,7 +213,7 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
       sleep 0.3 # the SUBACK follows the CONNACK
       stop_weir
       mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -c -i bench-sub -t 'bench/#' -E
-      python3 scripts/mqtt-fsync-consumer.py "$broker_port" bench-ref setup
+      client setup "$broker_port" bench-ref
 
       publish "$n" "$size"
 
@@ -312,8 +227,8 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
         if [ "$consumer" = ref ]; then
           # The yardstick: one thread, read → write + fdatasync → acks (no hand-overs).
           # Timed by itself from its CONNECT (without the interpreter's start-up).
-          read -r ref_received ref_distinct ref_fsyncs _ ref_secs < <(python3 scripts/mqtt-fsync-consumer.py \
-            "$broker_port" bench-ref drain "$n" "$work/ref.out")
+          read -r ref_received ref_distinct ref_fsyncs _ ref_secs < <(client drain \
+            "$broker_port" bench-ref "$n" "$work/ref.out")
         elif [ "$consumer" = sub ]; then
           # mosquitto_sub drains its queue to a file.
           t0=$(now)
