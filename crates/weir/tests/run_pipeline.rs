@@ -175,7 +175,7 @@ fn the_file_source_resumes_where_it_left_off() {
     let status = free_addr();
     let input = tmp.path().join("input.log");
     append_lines(&input, 0..40);
-    // A line longer than max_line_bytes is skipped and counted.
+    // A line longer than max_line_bytes goes to the quarantine (its head), counted.
     std::fs::OpenOptions::new()
         .append(true)
         .open(&input)
@@ -194,7 +194,8 @@ fn the_file_source_resumes_where_it_left_off() {
     let s = daemon.wait_for("40 lines stored", Duration::from_secs(10), |s| {
         s["sinks"]["out"]["records"] == 40
     });
-    assert_eq!(s["sources"]["tail"]["refused_records"], 1, "{s:#}");
+    assert_eq!(s["sources"]["tail"]["long_lines"], 1, "{s:#}");
+    assert_eq!(s["sources"]["tail"]["quarantined"], 1, "{s:#}");
     // The source follows the file.
     append_lines(&input, 40..50);
     daemon.wait_for("50 lines stored", Duration::from_secs(10), |s| {

@@ -46,6 +46,9 @@ pub struct SourceStats {
     /// Type-specific details for `/status` (e.g. an MQTT source's window), under the
     /// source type's name.
     pub detail: std::sync::OnceLock<Detail>,
+    /// Type-specific fields for `/status` next to the common ones (a file source's
+    /// `files`): the keys of the object it returns join the source's section.
+    pub fields: std::sync::OnceLock<Detail>,
 }
 
 /// A source's type-specific `/status` details, read at request time.
@@ -77,6 +80,7 @@ impl SourceStats {
             waiters: AtomicU64::new(0),
             wait_started_ms: AtomicU64::new(0),
             detail: std::sync::OnceLock::new(),
+            fields: std::sync::OnceLock::new(),
         }
     }
 

@@ -55,6 +55,12 @@ pub struct Record {
     pub attributes: Vec<(String, String)>,
 }
 
+/// Whether `bytes` is one JSON value in UTF-8 (surrounding whitespace allowed): what
+/// text sinks write as JSON rather than as a string.
+pub fn is_json(bytes: &[u8]) -> bool {
+    json_check::check(bytes).is_some()
+}
+
 /// Milliseconds since the Unix epoch, now (0 if the clock is before 1970).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -76,8 +76,17 @@ impl Registry {
                         "in_doubt_records": get(&s.in_doubt_records),
                         "waiting_ms": s.waiting_ms(),
                 });
-                if let (Some(detail), Some(map)) = (s.detail.get(), section.as_object_mut()) {
-                    map.insert((*kind).to_owned(), (detail.0)());
+                if let Some(map) = section.as_object_mut() {
+                    if let Some(detail) = s.detail.get() {
+                        map.insert((*kind).to_owned(), (detail.0)());
+                    }
+                    if let Some(fields) = s.fields.get()
+                        && let Value::Object(fields) = (fields.0)()
+                    {
+                        for (key, value) in fields {
+                            map.entry(key).or_insert(value);
+                        }
+                    }
                 }
                 (name.clone(), section)
             })

@@ -1,33 +1,101 @@
-//! `type = "file"` (a source): its keys and its bounds.
+//! `type = "file"` (a source): its keys, their checks and its bounds.
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::keys::{Bounds, ByteSize, Section, times};
+use super::format::{FieldType, Format};
+use super::multiline::MultilineConfig;
+use super::paths::Patterns;
+use crate::keys::units::string_enum;
+use crate::keys::{Bounds, ByteSize, Duration, Section, times};
 use crate::sources::SourceKeys;
 
-/// `type = "file"`: NDJSON lines from a file, or standard input for `-`.
+/// Where a file with no saved position starts at startup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// Its first byte.
+    Beginning,
+    /// Its end as found at startup: only lines written later are read.
+    End,
+}
+
+string_enum!(ReadFrom { "beginning" => Beginning, "end" => End });
+
+/// `type = "file"`: lines of the files a pattern matches, followed as they grow and
+/// across rotations, or standard input for `-`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileSourceConfig {
-    /// The file, or `-` for standard input. Required.
+    /// A file, a glob (`*`, `?`, `[..]`, `**`), or `-` for standard input. Required.
     pub path: PathBuf,
-    /// Longest line accepted; a longer line is quarantined, never buffered whole.
-    /// Default 1 MiB, at most `batch_bytes`.
+    /// Globs of paths not to read.
+    pub exclude: Vec<String>,
+    /// Whether rotated names (`*.1`, `*.gz`, …) are left out unless `path` names them.
+    /// Default true.
+    pub exclude_rotated: bool,
+    /// How often the directories are listed again, besides notifications. Default 1 s.
+    pub scan_interval: Duration,
+    /// Files open at once (file descriptors); the rest wait, oldest first. Default 64.
+    pub max_open_files: NonZeroU32,
+    /// How long a rotated or deleted file is kept open after its last growth. Default 5 s.
+    pub rotate_wait: Duration,
+    /// Bytes of a file's start that identify it (its fingerprint). Default 1 KiB.
+    pub fingerprint_bytes: ByteSize,
+    /// How long the saved position of a file no longer followed is kept. Default 10 min.
+    pub forget_after: Duration,
+    /// Where a file without a saved position starts, at startup. Default `beginning`.
+    pub read_from: ReadFrom,
+    /// Whether a file whose first KiB holds a NUL byte is read. Default false.
+    pub allow_binary: bool,
+    /// Longest line (or multi-line record) accepted; a longer one is quarantined, never
+    /// held whole. Default 1 MiB, at most `batch_bytes`.
     pub max_line_bytes: ByteSize,
+    /// A last line without a newline is emitted after this long without growth.
+    /// Default: never (it waits for its newline).
+    pub partial_flush: Option<Duration>,
     /// Lines per batch handed to the WAL. Default 256.
     pub batch_size: NonZeroU32,
     /// Bytes per batch handed to the WAL; a batch is cut before it would pass this.
     /// Default 1 MiB.
     pub batch_bytes: ByteSize,
+    /// How a line becomes a payload.
+    pub format: Format,
+    /// Multi-line records (stack traces), if configured.
+    pub multiline: Option<MultilineConfig>,
+    /// The `host` attribute. Default: this machine's host name.
+    pub host: Option<String>,
+}
+
+impl FileSourceConfig {
+    /// Whether the source reads standard input.
+    pub fn is_stdin(&self) -> bool {
+        self.path.as_os_str() == "-"
+    }
+
+    /// The compiled path and exclude patterns (valid: checked by `parse`).
+    pub fn patterns(&self) -> Patterns {
+        Patterns::new(&self.path, &self.exclude, self.exclude_rotated)
+            .expect("checked when the configuration was read")
+    }
 }
 
 impl SourceKeys for FileSourceConfig {
     const TYPE: &'static str = "file";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
-        let path = s.req("path", "a file path, or \"-\" for standard input");
+        let path: Option<PathBuf> = s.req(
+            "path",
+            "a file path or glob (\"/var/log/app/*.log\"), or \"-\" for standard input",
+        );
+        let exclude = s.list::<String>("exclude").unwrap_or_default();
+        let exclude_rotated = s.or("exclude_rotated", true);
+        if let Some(path) = &path
+            && path.as_os_str() != "-"
+            && let Err(e) = Patterns::new(path, &exclude, exclude_rotated)
+        {
+            s.error(e.key, e.message);
+        }
         let max_line_bytes = s.or("max_line_bytes", ByteSize::mib(1));
         let batch_bytes = s.or("batch_bytes", ByteSize::mib(1));
         if max_line_bytes > batch_bytes && !s.failed(&["max_line_bytes", "batch_bytes"]) {
@@ -36,12 +104,50 @@ impl SourceKeys for FileSourceConfig {
                 format!("{max_line_bytes} is more than batch_bytes = {batch_bytes}; the longest line must fit in a batch"),
             );
         }
-        Some(Self {
+        let fingerprint_bytes = s.or("fingerprint_bytes", ByteSize::kib(1));
+        if !(16..=64 * 1024).contains(&fingerprint_bytes.bytes())
+            && !s.failed(&["fingerprint_bytes"])
+        {
+            s.error(
+                "fingerprint_bytes",
+                format!("expected between 16 B and 64 KiB, found {fingerprint_bytes}"),
+            );
+        }
+        let format = Format::parse(s);
+        let multiline = MultilineConfig::parse(s);
+        if let Some(m) = &multiline
+            && m.max_bytes > max_line_bytes
+            && !s.failed(&["multiline", "max_line_bytes"])
+        {
+            s.error(
+                "multiline.max_bytes",
+                format!("{} is more than max_line_bytes = {max_line_bytes}; a record must fit in a line's bound", m.max_bytes),
+            );
+        }
+        let host = s.opt::<String>("host");
+        if host.as_deref() == Some("") {
+            s.error("host", "expected a host name, found an empty string");
+        }
+        let config = Self {
+            exclude,
+            exclude_rotated,
+            scan_interval: s.or("scan_interval", Duration::secs(1)),
+            max_open_files: s.or("max_open_files", NonZeroU32::new(64).expect("64 > 0")),
+            rotate_wait: s.or("rotate_wait", Duration::secs(5)),
+            fingerprint_bytes,
+            forget_after: s.or("forget_after", Duration::secs(600)),
+            read_from: s.or("read_from", ReadFrom::Beginning),
+            allow_binary: s.or("allow_binary", false),
             max_line_bytes,
+            partial_flush: s.opt("partial_flush"),
             batch_size: s.or("batch_size", NonZeroU32::new(256).expect("256 > 0")),
             batch_bytes,
+            format: format?,
+            multiline,
+            host,
             path: path?,
-        })
+        };
+        Some(config)
     }
 
     fn bounds(&self, bounds: &mut Bounds<'_>) {
@@ -65,9 +171,105 @@ impl SourceKeys for FileSourceConfig {
                 self.batch_bytes
             ),
         );
+        if self.is_stdin() {
+            bounds.add(
+                "read_buffer",
+                None,
+                super::tailer::read_buffer_bytes(self.max_line_bytes.bytes()),
+                format!(
+                    "standard input's read buffer: the longest line (max_line_bytes {}) and a read",
+                    self.max_line_bytes
+                ),
+            );
+            return;
+        }
+        let files = u64::from(self.max_open_files.get());
+        bounds.add(
+            "open_files",
+            Some(files),
+            0,
+            format!(
+                "file descriptors: max_open_files {files} (files past it wait, oldest first; rotated files keep theirs until read)"
+            ),
+        );
+        bounds.add(
+            "read_buffer",
+            None,
+            super::tailer::read_buffer_bytes(self.max_line_bytes.bytes()),
+            format!(
+                "one read buffer for every file, re-read from each line's start: max_line_bytes {} and a 64 KiB read",
+                self.max_line_bytes
+            ),
+        );
+        bounds.add(
+            "long_lines",
+            Some(files),
+            times(files, self.max_line_bytes.bytes()),
+            format!(
+                "the head of a line longer than max_line_bytes, kept for the quarantine until its end: \
+                 max_open_files {files} × max_line_bytes {}",
+                self.max_line_bytes
+            ),
+        );
+        if let Some(m) = &self.multiline {
+            bounds.add(
+                "multiline",
+                Some(files),
+                times(files, m.max_bytes.bytes()),
+                format!(
+                    "multi-line records being assembled: max_open_files {files} × multiline.max_bytes {}",
+                    m.max_bytes
+                ),
+            );
+        }
     }
 
     fn max_batch_bytes(&self) -> (u64, &'static str) {
         (self.batch_bytes.bytes(), "batch_bytes")
+    }
+
+    fn warnings(&self, path: &str, out: &mut Vec<String>) {
+        if let Some(flush) = self.partial_flush {
+            out.push(format!(
+                "{path}.partial_flush = {flush}: a last line still being written when it passes is emitted in two records"
+            ));
+        }
+    }
+}
+
+impl FieldType {
+    /// Reads `types = { NAME = "int", … }`.
+    pub(super) fn parse_table(s: &mut Section<'_>) -> Vec<(String, FieldType)> {
+        let Some(value) = s.raw("types") else {
+            return Vec::new();
+        };
+        let path = s.key_path("types");
+        let Some(table) = value.as_table() else {
+            s.error(
+                "types",
+                format!(
+                    "expected a table of capture names and types, e.g. types = {{ status = \"int\" }}, found {}",
+                    crate::keys::units::describe(value)
+                ),
+            );
+            return Vec::new();
+        };
+        let mut types = Vec::with_capacity(table.len());
+        for (name, value) in table {
+            match value.as_str().map(FieldType::parse) {
+                Some(Ok(t)) => types.push((name.clone(), t)),
+                Some(Err(message)) => s
+                    .diagnostics()
+                    .error(&crate::keys::join(&path, name), message),
+                None => s.diagnostics().error(
+                    &crate::keys::join(&path, name),
+                    format!(
+                        "expected one of \"int\", \"float\", \"bool\", \"timestamp:<strftime format>\", found {}",
+                        crate::keys::units::describe(value)
+                    ),
+                ),
+            }
+        }
+        types
     }
 }

@@ -1,32 +1,36 @@
-//! The `file` source's tokio task (see the [module docs](super)).
+//! The `file` source's tokio task (see the [module docs](super)): it starts the tailer's
+//! thread, writes the lines it refuses to the quarantine, appends its chunks to the WAL
+//! in order with a few in flight, and saves positions past what is durable.
 
-use std::io::{BufRead, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::{mpsc, watch};
-use weir_wal::Batch;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
+use super::chunk::{Builder, Chunk, FileUpdate, Limits};
 use super::config::FileSourceConfig;
-use super::core::{Line, LineSplitter};
+use super::files::Ctx;
+use super::format::Parser;
+use super::positions::{Resume, Store, Table};
+use super::status::{self, Shared};
+use super::tailer::Tailer;
+use crate::pipeline::Detail;
 use crate::pipeline::appends::{Event, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
-use crate::pipeline::stats::add;
-use crate::record::Record;
+use crate::quarantine::Quarantine;
 use crate::sources::{SourceContext, StartSource};
 use crate::telemetry::State;
-
-/// How often the end of a followed file is polled for new lines.
-const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
 /// Batches on their way to durability at once (each up to `batch_bytes`).
 pub const UNITS_IN_FLIGHT: usize = 4;
 
-/// Lines read and the position after the last one.
-struct Chunk {
-    lines: Vec<Vec<u8>>,
-    end: u64,
+/// What a chunk's durability changes in the position store.
+struct Tag {
+    files: Vec<FileUpdate>,
+    positions: Vec<(u64, u64)>,
+    released: Vec<u64>,
 }
 
 impl StartSource for FileSourceConfig {
@@ -37,66 +41,83 @@ impl StartSource for FileSourceConfig {
     }
 
     fn start(self, (): (), cx: SourceContext) -> impl Future<Output = ()> + Send + 'static {
-        run(cx.name, self, cx.data_dir, cx.ingest, cx.stop)
+        let shared = Arc::new(Shared::new(u64::from(self.max_open_files.get())));
+        if !self.is_stdin() {
+            status::register(&cx.name, &shared, &cx.telemetry);
+            let detail = Arc::clone(&shared);
+            let _ = cx.ingest.stats().fields.set(Detail(Arc::new(move || {
+                serde_json::to_value(detail.report()).unwrap_or_default()
+            })));
+        }
+        run(cx, self, shared)
     }
 }
 
+fn host_name(config: &FileSourceConfig) -> String {
+    config.host.clone().unwrap_or_else(|| {
+        let uname = rustix::system::uname();
+        uname.nodename().to_string_lossy().into_owned()
+    })
+}
+
 /// Runs the source until `stop` turns true (or standard input ends).
-///
-/// # Cancel safety
-///
-/// Not meant to be cancelled; stop it through `stop`.
-pub async fn run(
-    name: Arc<str>,
-    config: FileSourceConfig,
-    data_dir: PathBuf,
-    ingest: Ingest,
-    mut stop: watch::Receiver<bool>,
-) {
-    let stdin = config.path.as_os_str() == "-";
-    let position_file = data_dir.join("sources").join(format!("{name}.position"));
-    let start = if stdin {
-        0
+async fn run(cx: SourceContext, config: FileSourceConfig, shared: Arc<Shared>) {
+    let SourceContext {
+        name,
+        ingest,
+        mut stop,
+        quarantine,
+        data_dir,
+        ..
+    } = cx;
+    let stdin = config.is_stdin();
+    let store = Store::new(&data_dir, &name);
+    let now_ms = u64::try_from(crate::record::now_ms()).unwrap_or(0);
+    let (mut table, resume) = if stdin {
+        (Table::default(), Resume::default())
     } else {
-        match tokio::task::spawn_blocking({
-            let f = position_file.clone();
-            move || load_position(&f)
-        })
-        .await
-        {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
-                return fail(
-                    &ingest,
-                    &name,
-                    format!("reading {}: {e}", position_file.display()),
-                );
-            }
+        let loaded = {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || store.load()).await
+        };
+        let loaded = match loaded {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(message)) => return fail(&ingest, &name, message),
             Err(e) => return fail(&ingest, &name, e.to_string()),
-        }
+        };
+        let (table, unclaimed) = Table::load(loaded.files, now_ms);
+        let legacy = loaded.legacy.and_then(|position| {
+            if config.patterns().is_literal() {
+                Some((config.path.clone(), position))
+            } else {
+                tracing::warn!(
+                    source = %name,
+                    "file: the position an earlier weir saved ({position}) is for one file, and path is now a glob: every matched file is read from its start"
+                );
+                None
+            }
+        });
+        (table, Resume::new(unclaimed, legacy))
     };
     let (tx, mut rx) = mpsc::channel::<Chunk>(1);
-    let reader = ReaderThread {
-        path: config.path.clone(),
-        stdin,
-        start,
-        max_line_bytes: config.max_line_bytes.bytes() as usize,
-        batch_lines: config.batch_size.get() as usize,
-        batch_bytes: config.batch_bytes.bytes() as usize,
-        stats_name: Arc::clone(&name),
-        ingest: ingest.clone(),
-    };
-    // A plain thread: a read blocked on stdin must not hold up runtime shutdown.
-    if let Err(e) = std::thread::Builder::new()
-        .name(format!("weir-source-{name}"))
-        .spawn(move || reader.run(tx))
-    {
+    let halt = Arc::new(AtomicBool::new(false));
+    let started = spawn_reader(
+        &name,
+        &config,
+        resume,
+        table.next_id(),
+        &shared,
+        &ingest,
+        tx,
+        &halt,
+    );
+    if let Err(e) = started {
         return fail(&ingest, &name, e.to_string());
     }
-    // Batches go to the WAL in file order with a few in flight (the next is appended
-    // while the last is fsynced); the position is saved, in order, only past durable
-    // batches. A batch the WAL refuses (`on_full = "reject"`) is tried again, first:
-    // the file keeps it, so the source waits instead of dropping lines.
+    // Chunks go to the WAL in order with a few in flight (the next is appended while
+    // the last is fsynced); positions are saved, in order, only past durable chunks. A
+    // chunk the WAL refuses (`on_full = "reject"`) is tried again, first: the file
+    // keeps it, so the source waits instead of dropping lines.
     let in_flight = InFlight {
         units: UNITS_IN_FLIGHT,
         bytes: config
@@ -105,7 +126,9 @@ pub async fn run(
             .saturating_mul(UNITS_IN_FLIGHT as u64),
     };
     let mut appends = OrderedAppends::new(ingest.clone(), in_flight);
+    let mut saver = Saver::new(store, config.forget_after.get(), !stdin);
     let mut input_done = false;
+    let mut warned = Warned::default();
     loop {
         if input_done && appends.is_empty() {
             break; // standard input ended and everything read is durable
@@ -113,11 +136,7 @@ pub async fn run(
         tokio::select! {
             biased;
             Some(event) = appends.next(), if !appends.is_empty() => match event {
-                Event::Durable(end) => {
-                    if !stdin && let Err(e) = save_position(&position_file, end).await {
-                        tracing::warn!("source {name}: saving its position failed: {e}");
-                    }
-                }
+                Event::Durable(tag) => saver.durable(&mut table, &shared, tag),
                 Event::Refused => {
                     if let Err((message, _)) = appends.resubmit(None).await {
                         return fail(&ingest, &name, message);
@@ -125,45 +144,159 @@ pub async fn run(
                 }
                 Event::Failed(_, message) => return fail(&ingest, &name, message),
             },
+            () = saver.saved(), if saver.is_saving() => {}
             () = crate::pipeline::stopped(&mut stop) => break,
             chunk = rx.recv(), if !input_done && appends.has_room() => {
                 let Some(chunk) = chunk else {
                     input_done = true;
                     continue;
                 };
-                let batch = encode(&name, &chunk);
                 let submitted = tokio::select! {
                     biased;
                     // Not queued yet: read again from the saved position next time.
                     () = crate::pipeline::stopped(&mut stop) => break,
-                    r = appends.submit(chunk.end, vec![batch], None) => r,
+                    r = submit(&name, &quarantine, &mut warned, &mut appends, chunk) => r,
                 };
-                if let Err((message, _)) = submitted {
+                if let Err(message) = submitted {
                     return fail(&ingest, &name, message);
                 }
             }
             else => break,
         }
+        saver.start(&mut table, &shared);
     }
-    // Batches in flight become durable (or are refused); positions saved in order. What
+    halt.store(true, Ordering::Release);
+    drop(rx);
+    // Chunks in flight become durable (or are refused); positions saved in order. What
     // was refused is not retried at shutdown: the next run reads it again.
     while let Some(event) = appends.next().await {
         match event {
-            Event::Durable(end) => {
-                if !stdin && let Err(e) = save_position(&position_file, end).await {
-                    tracing::warn!("source {name}: saving its position failed: {e}");
-                }
-            }
+            Event::Durable(tag) => saver.durable(&mut table, &shared, tag),
             Event::Refused => {
                 appends.give_up();
             }
             Event::Failed(_, message) => return fail(&ingest, &name, message),
         }
     }
+    saver.finish(&mut table, &shared).await;
     if input_done {
         tracing::info!(source = %name, "file: standard input ended");
     }
     ingest.stats().component.set_state(State::Stopped);
+}
+
+/// Starts the reading thread: the tailer, or standard input's reader.
+#[allow(clippy::too_many_arguments, reason = "the parts of one start")]
+fn spawn_reader(
+    name: &Arc<str>,
+    config: &FileSourceConfig,
+    resume: Resume,
+    next_id: u64,
+    shared: &Arc<Shared>,
+    ingest: &Ingest,
+    tx: mpsc::Sender<Chunk>,
+    halt: &Arc<AtomicBool>,
+) -> std::io::Result<()> {
+    let max_line_bytes = usize::try_from(config.max_line_bytes.bytes()).unwrap_or(usize::MAX);
+    let limits = Limits {
+        max_line_bytes,
+        batch_records: u64::from(config.batch_size.get()),
+        batch_bytes: config.batch_bytes.bytes(),
+    };
+    let builder = Builder::new(
+        Arc::clone(name),
+        host_name(config),
+        Parser::new(&config.format),
+        &limits,
+        Arc::clone(shared),
+    );
+    let send: super::tailer::Send = Box::new(move |chunk| tx.blocking_send(chunk).is_ok());
+    let (halt, shared) = (Arc::clone(halt), Arc::clone(shared));
+    let (name2, ingest) = (Arc::clone(name), ingest.clone());
+    let multiline = config.multiline.clone();
+    // A plain thread: a read blocked on stdin must not hold up runtime shutdown.
+    let body: Box<dyn FnOnce() + std::marker::Send> = if config.is_stdin() {
+        Box::new(move || {
+            if let Err(e) = super::stdin::run(
+                builder,
+                &shared,
+                max_line_bytes,
+                multiline.as_ref(),
+                &halt,
+                send,
+            ) {
+                fail(&ingest, &name2, format!("reading standard input: {e}"));
+            }
+        })
+    } else {
+        let ctx = Ctx::new(name, config, builder, shared, resume, next_id);
+        let patterns = config.patterns();
+        Box::new(move || Tailer::new(ctx, patterns, send).run(&halt))
+    };
+    std::thread::Builder::new()
+        .name(format!("weir-source-{name}"))
+        .spawn(body)
+        .map(drop)
+}
+
+/// Lines sent to the quarantine since the last WARN about them.
+#[derive(Default)]
+struct Warned {
+    lines: u64,
+    last: Option<std::time::Instant>,
+}
+
+/// At most one WARN about quarantined lines every this long.
+const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Writes the chunk's refused lines to the quarantine (fsynced), then submits its
+/// batch. A full or failing quarantine is logged and counted there, and the lines
+/// are not retried: the position moves past them.
+async fn submit(
+    name: &str,
+    quarantine: &Quarantine,
+    warned: &mut Warned,
+    appends: &mut OrderedAppends<Tag>,
+    chunk: Chunk,
+) -> Result<(), String> {
+    let Chunk {
+        batch,
+        records,
+        rejected,
+        files,
+        positions,
+        released,
+    } = chunk;
+    if !rejected.is_empty() {
+        let count = rejected.len();
+        match quarantine.put_durable(name, rejected).await {
+            Ok(()) => {
+                warned.lines += count as u64;
+                if warned.last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                    tracing::warn!(
+                        source = %name,
+                        "file: {} lines went to the quarantine since the last report (quarantine/{name}/quarantine.ndjson says why)",
+                        warned.lines
+                    );
+                    warned.lines = 0;
+                    warned.last = Some(std::time::Instant::now());
+                }
+            }
+            Err(e) => {
+                tracing::error!(source = %name, "file: {count} lines for the quarantine were not all kept: {e}")
+            }
+        }
+    }
+    let batches = if records > 0 { vec![batch] } else { Vec::new() };
+    let tag = Tag {
+        files,
+        positions,
+        released,
+    };
+    appends
+        .submit(tag, batches, None)
+        .await
+        .map_err(|(message, _)| message)
 }
 
 fn fail(ingest: &Ingest, name: &str, message: String) {
@@ -171,183 +304,89 @@ fn fail(ingest: &Ingest, name: &str, message: String) {
     ingest.stats().component.set_state(State::Failed(message));
 }
 
-fn encode(name: &Arc<str>, chunk: &Chunk) -> Batch {
-    let now_ms = crate::record::now_ms();
-    let mut batch = Batch::new();
-    let mut wire = Vec::new();
-    for line in &chunk.lines {
-        let record = Record {
-            source: Arc::clone(name),
-            key: String::new(),
-            timestamp_ms: now_ms,
-            payload: bytes::Bytes::copy_from_slice(line),
-            attributes: Vec::new(),
-        };
-        wire.clear();
-        record.encode_into(&mut wire);
-        // max_line_bytes is far below the WAL's record limit (validated config).
-        let _ = batch.push(&wire);
-    }
-    batch
-}
-
-struct ReaderThread {
+/// Saves the position store: at most one save at a time, the next one with
+/// everything that became durable meanwhile.
+struct Saver {
+    store: Store,
+    forget_after_ms: u64,
+    enabled: bool,
+    dirty: bool,
+    saving: Option<JoinHandle<std::io::Result<()>>>,
     path: PathBuf,
-    stdin: bool,
-    start: u64,
-    max_line_bytes: usize,
-    batch_lines: usize,
-    batch_bytes: usize,
-    stats_name: Arc<str>,
-    ingest: Ingest,
 }
 
-impl ReaderThread {
-    fn run(self, tx: mpsc::Sender<Chunk>) {
-        let result = if self.stdin {
-            let stdin = std::io::stdin();
-            self.pump(stdin.lock(), 0, false, &tx)
-        } else {
-            self.open_and_pump(&tx)
+impl Saver {
+    fn new(store: Store, forget_after: std::time::Duration, enabled: bool) -> Self {
+        Saver {
+            path: store.path().to_owned(),
+            store,
+            forget_after_ms: u64::try_from(forget_after.as_millis()).unwrap_or(u64::MAX),
+            enabled,
+            dirty: false,
+            saving: None,
+        }
+    }
+
+    /// A chunk is durable: its positions and files go in the table.
+    fn durable(&mut self, table: &mut Table, shared: &Shared, tag: Tag) {
+        if !self.enabled {
+            return;
+        }
+        let now_ms = u64::try_from(crate::record::now_ms()).unwrap_or(0);
+        for update in &tag.files {
+            table.update(update);
+        }
+        for (id, position) in tag.positions {
+            table.set_position(id, position);
+            shared.set_position(id, position);
+        }
+        for id in tag.released {
+            table.release(id, now_ms);
+        }
+        self.dirty = true;
+    }
+
+    fn is_saving(&self) -> bool {
+        self.saving.is_some()
+    }
+
+    /// Waits for the save in progress (cancel-safe: the handle is kept until it ends).
+    async fn saved(&mut self) {
+        let Some(handle) = &mut self.saving else {
+            return std::future::pending().await;
         };
-        if let Err(e) = result {
-            fail(
-                &self.ingest,
-                &self.stats_name,
-                format!("reading {}: {e}", self.path.display()),
-            );
+        let result = handle.await;
+        self.saving = None;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("file: saving positions to {}: {e}", self.path.display()),
+            Err(e) => tracing::warn!("file: saving positions to {}: {e}", self.path.display()),
         }
     }
 
-    fn open_and_pump(&self, tx: &mpsc::Sender<Chunk>) -> std::io::Result<()> {
-        let mut file = std::fs::File::open(&self.path)?;
-        let len = file.metadata()?.len();
-        let start = if self.start > len { 0 } else { self.start };
-        file.seek(SeekFrom::Start(start))?;
-        self.pump(std::io::BufReader::new(file), start, true, tx)
-    }
-
-    /// Reads lines into chunks until the input ends (stdin) or the receiver is gone.
-    fn pump(
-        &self,
-        mut input: impl BufRead,
-        start: u64,
-        follow: bool,
-        tx: &mpsc::Sender<Chunk>,
-    ) -> std::io::Result<()> {
-        let mut splitter = LineSplitter::new(self.max_line_bytes, start);
-        let mut chunk = Chunk {
-            lines: Vec::new(),
-            end: start,
-        };
-        let mut chunk_bytes = 0;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = input.read(&mut buf)?;
-            let at_end = n == 0;
-            let mut full = Vec::new();
-            splitter.feed(&buf[..n], &mut |line: Line| {
-                if !line.bytes.trim_ascii().is_empty() {
-                    chunk_bytes += line.bytes.len();
-                    chunk.lines.push(line.bytes);
-                }
-                chunk.end = line.end;
-                if chunk.lines.len() >= self.batch_lines || chunk_bytes >= self.batch_bytes {
-                    full.push(std::mem::replace(
-                        &mut chunk,
-                        Chunk {
-                            lines: Vec::new(),
-                            end: line.end,
-                        },
-                    ));
-                    chunk_bytes = 0;
-                }
-            });
-            if at_end
-                && !follow
-                && let Some(line) = splitter.finish()
-            {
-                chunk.end = line.end;
-                chunk.lines.push(line.bytes);
-            }
-            if splitter.skipped > 0 {
-                add(&self.ingest.stats().refused_records, splitter.skipped);
-                splitter.skipped = 0;
-            }
-            if at_end && !chunk.lines.is_empty() {
-                let end = chunk.end;
-                full.push(std::mem::replace(
-                    &mut chunk,
-                    Chunk {
-                        lines: Vec::new(),
-                        end,
-                    },
-                ));
-                chunk_bytes = 0;
-            }
-            for c in full {
-                if tx.blocking_send(c).is_err() {
-                    return Ok(()); // the source stopped
-                }
-            }
-            if at_end {
-                if !follow {
-                    return Ok(());
-                }
-                if tx.is_closed() {
-                    return Ok(());
-                }
-                std::thread::sleep(FOLLOW_POLL);
-            }
+    /// Starts a save if the table changed and none is running.
+    fn start(&mut self, table: &mut Table, shared: &Shared) {
+        if !self.dirty || self.saving.is_some() {
+            return;
         }
-    }
-}
-
-fn load_position(path: &Path) -> std::io::Result<u64> {
-    let mut bytes = Vec::new();
-    match std::fs::File::open(path) {
-        Ok(f) => {
-            f.take(64).read_to_end(&mut bytes)?;
+        self.dirty = false;
+        let now_ms = u64::try_from(crate::record::now_ms()).unwrap_or(0);
+        let (files, forgotten) = table.snapshot(now_ms, self.forget_after_ms, |id| shared.size(id));
+        for id in forgotten {
+            shared.remove(id);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
+        let store = self.store.clone();
+        self.saving = Some(tokio::task::spawn_blocking(move || store.save(&files)));
     }
-    std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| {
-            std::io::Error::other("not a byte position; delete the file to read from the start")
-        })
-}
 
-async fn save_position(path: &Path, position: u64) -> std::io::Result<()> {
-    let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let tmp = path.with_extension("position.tmp");
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(format!("{position}\n").as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })
-    .await
-    .map_err(std::io::Error::other)?
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn position_round_trips_atomically() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("sources").join("f.position");
-        assert_eq!(load_position(&path).unwrap(), 0);
-        save_position(&path, 1234).await.unwrap();
-        assert_eq!(load_position(&path).unwrap(), 1234);
-        std::fs::write(&path, "garbage").unwrap();
-        assert!(load_position(&path).is_err());
+    /// The last save, with everything durable.
+    async fn finish(&mut self, table: &mut Table, shared: &Shared) {
+        if self.saving.is_some() {
+            self.saved().await;
+        }
+        self.start(table, shared);
+        if self.saving.is_some() {
+            self.saved().await;
+        }
     }
 }
