@@ -3,8 +3,9 @@
 # into a fast local endpoint, next to a bare client posting the same batches at the
 # same concurrency, with weir's CPU per record and peak RSS.
 #
-#   ./scripts/bench-http-sink.sh [SECONDS] [CONCURRENCY] [BATCH_RECORDS] [BACKLOG]
-#                                 # defaults: 20 s, 8, 500, 2,000,000 records
+#   ./scripts/bench-http-sink.sh [--markdown] [SECONDS] [CONCURRENCY] [BATCH_RECORDS] [BACKLOG]
+#       # defaults: 20 s, 8, 500, 2,000,000 records; --markdown: the tables for
+#       # docs/benchmarks.md on stdout (the usual report on stderr)
 #
 # Two weir runs, each next to the same bare client in the same script run:
 # - drain (the sink's own speed): the endpoint holds every request unanswered while a
@@ -28,6 +29,8 @@
 # the endpoint at e, the two cannot pass cores ÷ (w + e) records/s together.
 # WEIR_BENCH_PERF=FILE records a `perf record -g` profile of weir over the drain into FILE.
 set -euo pipefail
+. "$(dirname "$0")/bench-markdown.sh" "$@"
+set -- "${bench_args[@]+"${bench_args[@]}"}"
 cd "$(dirname "$0")/.."
 secs="${1:-20}" conc="${2:-8}" batch="${3:-500}" backlog="${4:-2000000}"
 cargo build --release -q -p weir --bin weir --example http_sink_bench
@@ -128,6 +131,7 @@ read -r bare bare_ticks < <("$target/examples/http_sink_bench" client "http://12
 be1=$(epcpu); bn1=$(count)
 read -r encoding _ < <("$target/examples/http_sink_bench" client-encode "http://127.0.0.1:$ep/ingest" "$secs" "$conc" "$batch" 200)
 echo "http sink bench, $(nproc) cores, $(date -u +%FT%TZ), concurrency $conc, $batch records of 200 B per request"
+# The report, and after it one line of the same figures for the markdown tables (MD …).
 awk -v b="$backlog" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v dh="$drain_hwm" \
     -v n="$((n1 - n0))" -v l="$((l1 - l0))" -v u0="$u0" -v u1="$u1" -v lh="$live_hwm" \
     -v hz="$hz" -v bare="$bare" -v enc="$encoding" -v cores="$(nproc)" \
@@ -155,4 +159,24 @@ awk -v b="$backlog" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v dh="$drai
   printf "encoding client:  %.0f records/s (each body encoded from the records)\n", enc
   printf "drain / bare = %.2f   drain / encoding = %.2f   live / bare = %.2f   live / encoding = %.2f\n",
     (bare > 0 ? drain / bare : 0), (enc > 0 ? drain / enc : 0), (bare > 0 ? live / bare : 0), (enc > 0 ? live / enc : 0)
-}'
+  printf "MD %.0f %.0f %.2f %.1f %.0f %.0f %.2f %.1f %.0f %.0f %.2f %.2f %.2f %.2f %.2f %.3f %.2f %.0f\n",
+    drain, 100 * dc / dt, w, dh / 1024, live, 100 * lc / lt, (n > 0 ? lc / n * 1e6 : 0), lh / 1024, bare, enc,
+    (bare > 0 ? drain / bare : 0), (enc > 0 ? drain / enc : 0), (bare > 0 ? live / bare : 0), (enc > 0 ? live / enc : 0),
+    ed, cb, eb, 100 * (i1 - i0) / hz / dt / cores
+}' >"$work/report"
+grep -v '^MD ' "$work/report"
+if [ "$markdown" = 1 ]; then
+  read -r _ drain dcpu dus drss live lcpu lus lrss bare_rps enc_rps r1 r2 r3 r4 ed cb eb idle_pct < <(grep '^MD ' "$work/report")
+  md_intro
+  md "$(printf '%s records of 200 B, %s per request, concurrency %s, %s s live.' "$backlog" "$batch" "$conc" "$secs")" ""
+  md_row "" "records/s" "weir CPU" "weir µs CPU/record" "peak RSS"
+  md_row "---" "---:" "---:" "---:" "---:"
+  md_row "drain of a WAL backlog (the sink's own rate)" "$drain" "$dcpu%" "$dus" "$drss MiB"
+  md_row "live: generator → WAL → sink" "$live" "$lcpu%" "$lus" "$lrss MiB"
+  md_row "bare client, one pre-built body" "$bare_rps" "" "" ""
+  md_row "encoding client, each body encoded" "$enc_rps" "" "" ""
+  md ""
+  md_row "drain ÷ bare" "drain ÷ encoding" "live ÷ bare" "live ÷ encoding" "endpoint µs/record (drain)" "bare client µs/record" "endpoint µs/record (bare)" "machine idle (drain)"
+  md_row "---:" "---:" "---:" "---:" "---:" "---:" "---:" "---:"
+  md_row "$r1" "$r2" "$r3" "$r4" "$ed" "$cb" "$eb" "$idle_pct%"
+fi

@@ -4,8 +4,10 @@
 # `mosquitto_sub -q 1 -c` writing to a file and a minimal durable consumer (`ref`), on
 # the same broker in the same run.
 #
-#   ./scripts/bench-mqtt.sh [N] [RUNS]   # N messages per case (default 100000), RUNS runs
-#                                        # of each case (default 5), rotating consumers
+#   ./scripts/bench-mqtt.sh [--markdown] [N] [RUNS]
+#       # N messages per case (default 100000), RUNS runs of each case (default 5),
+#       # rotating consumers; --markdown: one table row per case (medians of its runs,
+#       # the ratios' ranges in brackets) on stdout, the usual report on stderr
 #
 # Cases: the broker's window (max_inflight_messages) at 20 (Mosquitto's default) and at
 # 1000, each with 100 B and 1 KiB payloads (WEIR_BENCH_WINDOWS and WEIR_BENCH_SIZES pick
@@ -49,6 +51,8 @@
 # order. Each case runs RUNS times; a summary line per case gives the medians of the
 # runs' ratios.
 set -euo pipefail
+. "$(dirname "$0")/bench-markdown.sh" "$@"
+set -- "${bench_args[@]+"${bench_args[@]}"}"
 cd "$(dirname "$0")/.."
 n="${1:-100000}"
 runs="${2:-5}"
@@ -190,6 +194,17 @@ start_weir() {
 }
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+# md_figure FILE FORMAT: the median of a case's runs; md_ratio FILE: the median with the
+# range in brackets, as docs/benchmarks.md shows them.
+md_figure() { printf "$2" "$(median <"$1")"; }
+md_ratio() { sort -g "$1" | awk -v m="$(median <"$1")" 'NR == 1 {lo = $1} {hi = $1}
+  END {printf (lo == hi ? "%.2f" : "%.2f (%.2f–%.2f)"), m, lo, hi}'; }
+
+md_intro
+md "$n QoS 1 messages per case, $runs runs per case in rotating order; each figure is the median of the case's runs." ""
+md_row "broker window" payload "weir msg/s" "÷ mosquitto_sub" "weir CPU" "fsync p50" "round trip" "msg/fsync" \
+  "÷ ceiling" "÷ sub+fsync" "ref msg/s" "weir ÷ ref" "ref ÷ ceiling"
+md_row ---: ---: ---: ---: ---: ---: ---: ---: ---: ---: ---: ---: ---:
 
 printf '%-7s %-6s %-4s %12s %9s %12s %7s %8s %9s %10s %11s %9s %8s %10s %8s %8s %9s %10s %6s %8s %9s %s\n' \
   window size run "weir msg/s" "weir MB/s" "sub msg/s" ratio "weir CPU" "peak RSS" \
@@ -202,6 +217,7 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
     : >"$work/sub_ceilings"
     : >"$work/refs"
     : >"$work/ref_ceilings"
+    for f in weir_rates cpus fsync_ms rtts per_fsync ref_rates; do : >"$work/$f"; done
     for run in $(seq 1 "$runs"); do
       rm -rf "$work/data"
       start_broker "$window"
@@ -275,6 +291,12 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
       echo "$of_sub_ceiling" >>"$work/sub_ceilings"
       echo "$ratio" >>"$work/ratios"
       echo "$of_ceiling" >>"$work/ceilings"
+      echo "$weir_rate" >>"$work/weir_rates"
+      echo "$ticks / $hz" | bc -l >>"$work/cpus"
+      echo "$fsync_us / 1000" | bc -l >>"$work/fsync_ms"
+      echo "$rtt_ms" >>"$work/rtts"
+      echo "$n / $fsyncs" | bc -l >>"$work/per_fsync"
+      echo "$ref_rate" >>"$work/ref_rates"
       loss="ok"
       if [ "$sub_lines" -ne "$n" ] || [ "$received" -ne "$n" ] || [ "$records" -ne "$n" ] ||
         [ "$ref_received" -ne "$n" ] || [ "$ref_distinct" -ne "$n" ]; then
@@ -292,5 +314,11 @@ for window in ${WEIR_BENCH_WINDOWS:-20 1000}; do
     printf '%-7s %-6s %-4s median of %s runs: weir ÷ mosquitto_sub %.2f, weir ÷ ceiling %.2f, weir ÷ (sub + fsync) %.2f, weir ÷ ref %.2f, ref ÷ ceiling %.2f\n' \
       "$window" "$size" "all" "$runs" "$(median <"$work/ratios")" "$(median <"$work/ceilings")" "$(median <"$work/sub_ceilings")" \
       "$(median <"$work/refs")" "$(median <"$work/ref_ceilings")"
+    md_row "$window" "$([ "$size" = 1024 ] && echo "1 KiB" || echo "$size B")" \
+      "$(md_figure "$work/weir_rates" %.0f)" "$(md_ratio "$work/ratios")" \
+      "$(md_figure "$work/cpus" "%.2f s")" "$(md_figure "$work/fsync_ms" "%.2f ms")" \
+      "$(md_figure "$work/rtts" "%.2f ms")" "$(md_figure "$work/per_fsync" %.1f)" \
+      "$(md_ratio "$work/ceilings")" "$(md_ratio "$work/sub_ceilings")" \
+      "$(md_figure "$work/ref_rates" %.0f)" "$(md_ratio "$work/refs")" "$(md_ratio "$work/ref_ceilings")"
   done
 done

@@ -3,7 +3,8 @@
 # records/s, MB/s, CPU and peak RSS (from /metrics and /proc), next to two baselines
 # measured in the same run.
 #
-#   ./scripts/bench-pipeline.sh [SECONDS]        # default 20 s per case; ~3 min in all
+#   ./scripts/bench-pipeline.sh [--markdown] [SECONDS]   # default 20 s per case; ~3 min in all
+#       # --markdown: the tables for docs/benchmarks.md on stdout (the usual report on stderr)
 #
 # Cases (each a fresh data_dir; the WAL syncs every batch, sync = "always"):
 #   max       generator (rate 0: as fast as the WAL admits) → WAL → blackhole. WAL budget
@@ -37,6 +38,8 @@
 # uses it to alternate two builds); WEIR_BENCH_CASES="max http" runs only those cases;
 # WEIR_BENCH_BASELINES=0 skips the baselines and ratios.
 set -euo pipefail
+. "$(dirname "$0")/bench-markdown.sh" "$@"
+set -- "${bench_args[@]+"${bench_args[@]}"}"
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
 connections="${WEIR_BENCH_HTTP_CONNECTIONS:-16}"
@@ -108,11 +111,14 @@ CONF
   read -r in_rps out_rps in_mbs < <(awk -v ri="$((ri1 - ri0))" -v ro="$((ro1 - ro0))" -v b="$((b1 - b0))" \
     -v t0="$t0" -v t1="$t1" 'BEGIN {dt = t1 - t0; printf "%.0f %.0f %.1f\n", ri / dt, ro / dt, b / dt / 1e6}')
   awk -v n="$name" -v ri="$((ri1 - ri0))" -v ro="$((ro1 - ro0))" -v b="$((b1 - b0))" -v c="$((c1 - c0))" \
-      -v hz="$hz" -v t0="$t0" -v t1="$t1" -v hwm="$hwm" -v est="$estimate" 'BEGIN {
+      -v hz="$hz" -v t0="$t0" -v t1="$t1" -v hwm="$hwm" -v est="$estimate" -v md="$work/md-rows" 'BEGIN {
     dt = t1 - t0
     printf "%-9s %12.0f %12.0f %9.1f %9.1f %5.0f%% %6.1f MiB %6.1f MiB %8.1f MiB\n",
       n, ri / dt, ro / dt, b / dt / 1e6, (ri > 0 ? b / ri : 0) * ro / dt / 1e6, 100 * c / hz / dt,
       hwm / 1024, est / 1048576, hwm / 1024 - est / 1048576
+    printf "| %s | %.0f | %.0f | %.1f | %.1f | %.0f%% | %.1f MiB | %.1f MiB |\n",
+      n, ri / dt, ro / dt, b / dt / 1e6, (ri > 0 ? b / ri : 0) * ro / dt / 1e6, 100 * c / hz / dt,
+      hwm / 1024, est / 1048576 >> md
   }'
 }
 
@@ -199,7 +205,23 @@ awk -v u="$wrk_cpu_user" -v s="$wrk_cpu_sys" -v c="$connections" '$1 == "WRK" {
   printf "  socket errors %d (connect %d, read %d, write %d, timeout %d);", $6, $12, $13, $14, $15
   printf " latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; wrk CPU %.0f%%\n",
     $8, $16, $9, $10, 100 * (u + s) / dt
-}' "$work/wrk.out"
+  printf "| %d | %.0f | %d | %d | %d | %d | %.1f ms | %.1f ms | %.1f ms |\n",
+    c, $2 / dt, $3, $4, $5, $6, $8, $9, $10 > md
+}' md="$work/md-wrk" "$work/wrk.out"
+fi
+
+if [ "$markdown" = 1 ]; then
+  md_intro
+  md "Each case ${secs} s (overload ${overload_secs} s); MB/s are WAL-framed bytes; CPU is weir's, 100% = one core." ""
+  md_row case "records/s in" "records/s out" "MB/s in" "MB/s out" "weir CPU" "peak RSS" "validate estimate"
+  md_row --- ---: ---: ---: ---: ---: ---: ---:
+  md "$(cat "$work/md-rows" 2>/dev/null)"
+  if [ -s "$work/md-wrk" ]; then
+    md "" "The http case's load (wrk, 100 records of 100 B per request):" ""
+    md_row connections "requests/s" "200" "503" other "socket errors" "p50" "p99" max
+    md_row ---: ---: ---: ---: ---: ---: ---: ---: ---:
+    md "$(cat "$work/md-wrk")"
+  fi
 fi
 
 [ "$baselines" = 1 ] && wants max && wants http || exit 0
@@ -226,3 +248,13 @@ awk -v o="$max_out_rps" -v i="$max_in_rps" -v m="$max_in_mbs" -v h="$http_in_mbs
     i / r1, m / b1, m / b2
   printf "        http in / raw WAL MB/s, 100 B          = %.2f\n", h / b1
 }'
+md "" "Baselines in the same run:" ""
+md_row baseline "records/s" "MB/s framed" "the pipeline against it"
+md_row --- ---: ---: ---
+md_row "no-WAL (generator → channel → decode → blackhole, in-process)" "$nw_rps" \
+  "$(awk '{printf "%.1f", $4}' "$work/no_wal.out")" \
+  "$(awk -v o="$max_out_rps" -v nw="$nw_rps" 'BEGIN {printf "max out ÷ no-WAL = %.2f", o / nw}')"
+md_row "raw WAL appends, 100 B, 8 appenders" "$raw100_rps" "$raw100_mbs" \
+  "$(awk -v i="$max_in_rps" -v r="$raw100_rps" -v h="$http_in_mbs" -v b="$raw100_mbs" 'BEGIN {printf "max in ÷ raw = %.2f; http in ÷ raw MB/s = %.2f", i / r, h / b}')"
+md_row "raw WAL appends, 1 KiB, 8 appenders" "$raw1k_rps" "$raw1k_mbs" \
+  "$(awk -v m="$max_in_mbs" -v b="$raw1k_mbs" 'BEGIN {printf "max in ÷ raw MB/s = %.2f", m / b}')"

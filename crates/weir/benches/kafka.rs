@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Message};
 use run_support::kafka::{Tansu, tansu_bin};
-use run_support::process::{Figures, cpu_secs, peak_rss, report, run_child};
+use run_support::process::{
+    Figures, cpu_secs, markdown, md_header, md_row, peak_rss, report, run_child, say,
+};
 use run_support::{Daemon, free_addr, write_config};
 use serde_json::Value;
 
@@ -57,10 +59,20 @@ fn main() {
     let slow_n = env("WEIR_BENCH_SLOW_N", 30_000);
     let bin = tansu_bin().expect("WEIR_TANSU: run through scripts/bench-kafka.sh");
     let broker = Tansu::start(bin);
-    println!(
+    say(&format!(
         "tansu 0.6.0 (in-memory) → consumer, {n} records per case over {PARTITIONS} partitions; figures are noisy (a shared 2-core machine)"
-    );
-    println!(
+    ));
+    md_header(&[
+        "records",
+        "weir rec/s",
+        "bare rec/s",
+        "weir / bare",
+        "weir µs CPU/rec",
+        "bare µs CPU/rec",
+        "weir RSS",
+        "bare RSS",
+    ]);
+    say(&format!(
         "{:<6} {:>11} {:>9} {:>11} {:>9} {:>6} {:>11} {:>11} {:>9} {:>9}",
         "size",
         "weir rec/s",
@@ -72,7 +84,7 @@ fn main() {
         "bare µs/rec",
         "weir RSS",
         "bare RSS"
-    );
+    ));
     for size in [100usize, 1024] {
         let topic = format!("b{size}");
         broker.create_topic(&topic, PARTITIONS as u32);
@@ -83,9 +95,10 @@ fn main() {
         let mb = |secs: f64| (total as f64 * size as f64) / secs / 1e6;
         let rate = |secs: f64| total as f64 / secs;
         let cpu = |c: f64| c / total as f64 * 1e6;
-        println!(
+        let label = if size == 100 { "100 B" } else { "1 KiB" };
+        say(&format!(
             "{:<6} {:>11.0} {:>9.1} {:>11.0} {:>9.1} {:>6.2} {:>11.2} {:>11.2} {:>5} MiB {:>5} MiB",
-            if size == 100 { "100 B" } else { "1 KiB" },
+            label,
             rate(weir.f.secs),
             mb(weir.f.secs),
             rate(bare.f.secs),
@@ -95,14 +108,37 @@ fn main() {
             cpu(bare.f.cpu_secs),
             weir.f.peak_rss >> 20,
             bare.f.peak_rss >> 20,
-        );
+        ));
+        md_row(&[
+            label.to_owned(),
+            format!("{:.0}", rate(weir.f.secs)),
+            format!("{:.0}", rate(bare.f.secs)),
+            format!("{:.2}", rate(weir.f.secs) / rate(bare.f.secs)),
+            format!("{:.1}", cpu(weir.f.cpu_secs)),
+            format!("{:.1}", cpu(bare.f.cpu_secs)),
+            format!("{} MiB", weir.f.peak_rss >> 20),
+            format!("{} MiB", bare.f.peak_rss >> 20),
+        ]);
     }
 
-    println!();
-    println!(
+    let slow = format!(
         "slow sink (seed 001): {slow_n} records of 1 KiB, 4 MiB WAL (block), a blackhole at {SLOW_RATE} records/s"
     );
-    println!(
+    say(&format!("\n{slow}"));
+    if markdown() {
+        println!("\nThe {slow}:\n");
+    }
+    md_header(&[
+        "watermarks",
+        "fetch → durable p50",
+        "p99",
+        "most bytes held",
+        "pauses",
+        "rebalances",
+        "RSS",
+        "gap records",
+    ]);
+    say(&format!(
         "{:<28} {:>9} {:>9} {:>9} {:>11} {:>7} {:>10} {:>9} {:>7} {:>9}",
         "watermarks",
         "p50 ms",
@@ -114,7 +150,7 @@ fn main() {
         "RSS",
         "secs",
         "gap recs"
-    );
+    ));
     for (label, case) in [
         ("2 MiB / 512 KiB (paused)", Case::slow("2 MiB", "512 KiB")),
         ("1 GiB (never paused)", Case::slow("1 GiB", "256 MiB")),
@@ -126,7 +162,7 @@ fn main() {
         let r = run_weir(&broker.brokers(), &topic, total, &case);
         let l = &r.kafka["fetch_to_durable"];
         let f = |k: &str| l[k].as_u64().unwrap_or(0);
-        println!(
+        say(&format!(
             "{label:<28} {:>9} {:>9} {:>9} {:>7} KiB {:>7} {:>10} {:>5} MiB {:>7.1} {:>9}",
             f("p50_ms"),
             f("p99_ms"),
@@ -137,7 +173,17 @@ fn main() {
             r.f.peak_rss >> 20,
             r.f.secs,
             r.kafka["gap_offsets"].as_u64().unwrap_or(0),
-        );
+        ));
+        md_row(&[
+            label.to_owned(),
+            format!("{} ms", f("p50_ms")),
+            format!("{} ms", f("p99_ms")),
+            format!("{} KiB", r.held_max >> 10),
+            r.kafka["pauses"].as_u64().unwrap_or(0).to_string(),
+            r.kafka["rebalances"].as_u64().unwrap_or(0).to_string(),
+            format!("{} MiB", r.f.peak_rss >> 20),
+            r.kafka["gap_offsets"].as_u64().unwrap_or(0).to_string(),
+        ]);
     }
 }
 

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use run_support::nats::{Js, NatsServer, nats_bin};
-use run_support::process::{Figures, cpu_secs, peak_rss, report, run_child};
+use run_support::process::{
+    Figures, cpu_secs, markdown, md_header, md_row, peak_rss, report, run_child, say,
+};
 use run_support::{Daemon, free_addr, write_config};
 
 const FETCH: usize = 1024;
@@ -35,11 +37,23 @@ fn main() {
         .unwrap_or(200_000);
     let server = NatsServer::start(nats_bin());
     let js = Js::connect(&[server.url()]);
-    println!(
-        "JetStream ({}) → consumer, {n} messages per case, fetch {FETCH}; figures are noisy (a shared 2-core machine)",
-        js.client.server_info().version
-    );
-    println!(
+    let version = js.client.server_info().version;
+    say(&format!(
+        "JetStream ({version}) → consumer, {n} messages per case, fetch {FETCH}; figures are noisy (a shared 2-core machine)"
+    ));
+    md_header(&[
+        "messages",
+        "weir msg/s",
+        "weir MB/s",
+        "bare msg/s",
+        "bare MB/s",
+        "weir / bare",
+        "weir µs CPU/msg",
+        "bare µs CPU/msg",
+        "weir RSS",
+        "bare RSS",
+    ]);
+    say(&format!(
         "{:<6} {:>12} {:>9} {:>12} {:>9} {:>6} {:>12} {:>12} {:>10} {:>10}",
         "size",
         "weir msg/s",
@@ -51,7 +65,7 @@ fn main() {
         "bare µs/msg",
         "weir RSS",
         "bare RSS"
-    );
+    ));
     for size in [100usize, 1024] {
         let stream = format!("B{size}");
         js.stream(&stream, &[&format!("b{size}.>")], 1);
@@ -61,9 +75,10 @@ fn main() {
         let mb = |r: &Figures| (n * size) as f64 / r.secs / 1e6;
         let rate = |r: &Figures| n as f64 / r.secs;
         let cpu = |r: &Figures| r.cpu_secs / n as f64 * 1e6;
-        println!(
+        let label = if size == 100 { "100 B" } else { "1 KiB" };
+        say(&format!(
             "{:<6} {:>12.0} {:>9.1} {:>12.0} {:>9.1} {:>6.2} {:>12.2} {:>12.2} {:>7} MiB {:>7} MiB",
-            if size == 100 { "100 B" } else { "1 KiB" },
+            label,
             rate(&weir),
             mb(&weir),
             rate(&bare),
@@ -73,7 +88,22 @@ fn main() {
             cpu(&bare),
             weir.peak_rss >> 20,
             bare.peak_rss >> 20,
-        );
+        ));
+        md_row(&[
+            label.to_owned(),
+            format!("{:.0}", rate(&weir)),
+            format!("{:.1}", mb(&weir)),
+            format!("{:.0}", rate(&bare)),
+            format!("{:.1}", mb(&bare)),
+            format!("{:.2}", rate(&weir) / rate(&bare)),
+            format!("{:.2}", cpu(&weir)),
+            format!("{:.2}", cpu(&bare)),
+            format!("{} MiB", weir.peak_rss >> 20),
+            format!("{} MiB", bare.peak_rss >> 20),
+        ]);
+    }
+    if markdown() {
+        println!("\nnats-server {version}, {n} messages per case, fetch {FETCH}.");
     }
 }
 

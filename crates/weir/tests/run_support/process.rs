@@ -74,3 +74,36 @@ pub fn report(started: Instant, cpu0: f64) {
         peak_rss(pid)
     );
 }
+
+/// Whether the bench prints its table as markdown for `docs/benchmarks.md`
+/// (`WEIR_BENCH_MARKDOWN=1`, which `--markdown` of the bench scripts sets): then its
+/// usual report goes to stderr ([`say`]) and the markdown to stdout ([`md_row`]).
+pub fn markdown() -> bool {
+    std::env::var_os("WEIR_BENCH_MARKDOWN").is_some_and(|v| v == "1")
+}
+
+/// A line of the bench's usual report: stdout, or stderr when it prints markdown.
+pub fn say(line: &str) {
+    if markdown() {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
+/// A markdown table: its header row and the alignment row (text left, figures right),
+/// printed only when the bench prints markdown.
+pub fn md_header(cells: &[&str]) {
+    let align: Vec<String> = (0..cells.len())
+        .map(|i| if i == 0 { "---" } else { "---:" }.to_owned())
+        .collect();
+    md_row(&cells.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>());
+    md_row(&align);
+}
+
+/// A markdown table row, printed only when the bench prints markdown.
+pub fn md_row(cells: &[String]) {
+    if markdown() {
+        println!("| {} |", cells.join(" | "));
+    }
+}

@@ -24,8 +24,8 @@
 //! **Concurrency** is weir-flow's AIMD limiter ([`weir_flow::aimd`]), starting at
 //! `min_concurrency`: each answered request while the limit was in full use adds
 //! `1 / limit` (one per round trip, like TCP's congestion window); 429, 503,
-//! timeouts and connection errors multiply it by 0.8 (at most once a second); with
-//! `target_latency` set, a second whose p99 round trip is above it cuts too.
+//! timeouts and connection errors multiply it by 0.8 (at most once per round trip);
+//! with `target_latency` set, a second whose p99 round trip is above it cuts too.
 //!
 //! **Failures** are classified ([`core::classify`]):
 //!
@@ -41,9 +41,10 @@
 //! (the sink's shared `retry` keys), then for any `Retry-After` pause (429/503,
 //! seconds or HTTP-date, capped at `max_retry_after`: no request of the sink starts
 //! before it expires), then for the retry budget: retries are at most `retry_budget`
-//! of the first attempts over the last 10 s, with a floor of 3 per second. When the
-//! budget is spent, retries wait for it (backpressure: the lag grows, the WAL's
-//! `on_full` and `max_lag` decide upstream); nothing transient is dropped.
+//! of the first attempts over the last `retry_budget_window` (10 s), with a floor of
+//! `retry_budget_floor` (3) per second. When the budget is spent, retries wait for it
+//! (backpressure: the lag grows, the WAL's `on_full` and `max_lag` decide upstream);
+//! nothing transient is dropped.
 
 mod body;
 mod config;
