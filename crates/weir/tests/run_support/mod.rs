@@ -13,6 +13,7 @@ pub mod mosquitto;
 pub mod nats;
 pub mod process;
 pub mod s3;
+pub mod tail;
 pub mod tls;
 
 use std::io::{Read, Write};

@@ -128,14 +128,23 @@ impl SourceKeys for FileSourceConfig {
         if host.as_deref() == Some("") {
             s.error("host", "expected a host name, found an empty string");
         }
+        let rotate_wait = s.or("rotate_wait", Duration::secs(5));
+        let forget_after = s.or("forget_after", Duration::secs(600));
+        let floor = rotate_wait.max(Duration::secs(10));
+        if forget_after <= floor && !s.failed(&["forget_after", "rotate_wait"]) {
+            s.error(
+                "forget_after",
+                format!("{forget_after} is too short: it must be longer than rotate_wait and 10s ({floor}), or a rotated file read to its end could be read again after a restart"),
+            );
+        }
         let config = Self {
             exclude,
             exclude_rotated,
             scan_interval: s.or("scan_interval", Duration::secs(1)),
             max_open_files: s.or("max_open_files", NonZeroU32::new(64).expect("64 > 0")),
-            rotate_wait: s.or("rotate_wait", Duration::secs(5)),
+            rotate_wait,
             fingerprint_bytes,
-            forget_after: s.or("forget_after", Duration::secs(600)),
+            forget_after,
             read_from: s.or("read_from", ReadFrom::Beginning),
             allow_binary: s.or("allow_binary", false),
             max_line_bytes,

@@ -198,6 +198,16 @@ impl Patterns {
         })
     }
 
+    /// Whether `name` is a rotated name of `of` (`app.log.1`, `app.log-20241206` of
+    /// `app.log`; not a compressed one).
+    pub fn rotated_name_of(name: &str, of: &str) -> bool {
+        let Some(rest) = name.strip_prefix(of) else {
+            return false;
+        };
+        let suffix = rest.strip_prefix(['.', '-']).unwrap_or_default();
+        !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit())
+    }
+
     /// Every file under the base that matches, with the errors met while listing
     /// (unreadable directories), which do not stop the listing.
     pub fn list(&self) -> (Vec<PathBuf>, Vec<String>) {
@@ -275,6 +285,16 @@ mod tests {
         assert!(all.matches(Path::new("/l/app.log.1")));
         // `*` alone does not name rotated files.
         assert!(!patterns("/l/*", &[]).matches(Path::new("/l/app.log.1")));
+    }
+
+    #[test]
+    fn rotated_names_of_a_file() {
+        assert!(Patterns::rotated_name_of("app.log.1", "app.log"));
+        assert!(Patterns::rotated_name_of("app.log-20241206", "app.log"));
+        assert!(!Patterns::rotated_name_of("app.log.1.gz", "app.log"));
+        assert!(!Patterns::rotated_name_of("app.log", "app.log"));
+        assert!(!Patterns::rotated_name_of("app.logger", "app.log"));
+        assert!(!Patterns::rotated_name_of("other.log.1", "app.log"));
     }
 
     #[test]

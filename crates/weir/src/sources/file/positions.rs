@@ -54,6 +54,8 @@ pub struct Loaded {
     pub files: Vec<Saved>,
     /// The position of the older single-file store, if only that exists.
     pub legacy: Option<u64>,
+    /// When the store was last written.
+    pub written: Option<std::time::SystemTime>,
 }
 
 /// One source's position store.
@@ -99,9 +101,13 @@ impl Store {
                         store.version
                     ));
                 }
+                let written = std::fs::metadata(&self.path)
+                    .and_then(|m| m.modified())
+                    .ok();
                 Ok(Loaded {
                     files: store.files,
                     legacy: None,
+                    written,
                 })
             }
             Ok(None) => {
@@ -123,6 +129,7 @@ impl Store {
                 Ok(Loaded {
                     files: Vec::new(),
                     legacy,
+                    written: None,
                 })
             }
             Err(e) => Err(format!("reading {}: {e}", self.path.display())),
@@ -179,6 +186,8 @@ pub struct Resume {
     unclaimed: Vec<(u64, Saved)>,
     /// The older store's position, for the file at `path`.
     legacy: Option<(PathBuf, u64)>,
+    /// When the store was last written (none: no store yet).
+    pub written: Option<std::time::SystemTime>,
 }
 
 /// What a file opened for the first time resumes from.
@@ -199,7 +208,11 @@ pub enum Claim {
 impl Resume {
     /// Entries to match, and the older store's position for `path`.
     pub fn new(unclaimed: Vec<(u64, Saved)>, legacy: Option<(PathBuf, u64)>) -> Self {
-        Resume { unclaimed, legacy }
+        Resume {
+            unclaimed,
+            legacy,
+            written: None,
+        }
     }
 
     /// The entries not matched yet.

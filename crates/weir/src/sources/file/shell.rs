@@ -97,7 +97,9 @@ async fn run(cx: SourceContext, config: FileSourceConfig, shared: Arc<Shared>) {
                 None
             }
         });
-        (table, Resume::new(unclaimed, legacy))
+        let mut resume = Resume::new(unclaimed, legacy);
+        resume.written = loaded.written;
+        (table, resume)
     };
     let (tx, mut rx) = mpsc::channel::<Chunk>(1);
     let halt = Arc::new(AtomicBool::new(false));

@@ -22,9 +22,7 @@
 //!   other first bytes, was truncated: see [`files::truncated`].
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::path::Path;
-#[cfg(test)]
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -43,6 +41,9 @@ const CHECK: Duration = Duration::from_millis(250);
 const POLL: Duration = Duration::from_millis(100);
 /// How long a file with more to read keeps its slot while others wait.
 const TURN: Duration = Duration::from_secs(1);
+/// At start, rotated files changed this long before the store's last write, or later,
+/// and unknown to it, are read (at least `rotate_wait`).
+const SWEEP_MARGIN: Duration = Duration::from_secs(10);
 /// The longest wait before retrying a file that could not be read.
 const MAX_RETRY: Duration = Duration::from_secs(60);
 
@@ -151,6 +152,7 @@ impl Tailer {
                 None => {}
             }
         }
+        self.sweep_rotated(now);
         if self.files.is_empty() {
             tracing::warn!(
                 source = %self.ctx.settings.name,
@@ -158,6 +160,75 @@ impl Tailer {
                 self.patterns_text(),
                 self.patterns.base().display()
             );
+        }
+    }
+
+    /// At start, after a stop or a crash: rotated files beside the followed ones
+    /// (`app.log.1` of `app.log`) that the store does not know and that were renamed or
+    /// written since shortly before its last write were never read durably: rotated
+    /// while weir was stopped, or between its last looks before a crash. They are read
+    /// from their start.
+    fn sweep_rotated(&mut self, now: Instant) {
+        use std::os::unix::fs::MetadataExt;
+        let Some(written) = self.ctx.resume.written else {
+            return; // the first start: rotated files of the past are not read
+        };
+        let margin = self.ctx.settings.rotate_wait.max(SWEEP_MARGIN);
+        let since = written
+            .checked_sub(margin)
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        let known: HashSet<Inode> = self
+            .ctx
+            .resume
+            .unclaimed()
+            .iter()
+            .map(|(_, s)| s.inode)
+            .chain(self.by_inode.keys().copied())
+            .collect();
+        let mut names: Vec<(PathBuf, String)> = self
+            .files
+            .values()
+            .map(|f| f.path.clone())
+            .chain(
+                self.ctx
+                    .resume
+                    .unclaimed()
+                    .iter()
+                    .map(|(_, s)| s.path.clone()),
+            )
+            .filter_map(|p| Some((p.parent()?.to_owned(), p.file_name()?.to_str()?.to_owned())))
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut dirs: Vec<&PathBuf> = names.iter().map(|(d, _)| d).collect();
+        dirs.dedup();
+        let mut found = Vec::new();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let rotated = names
+                    .iter()
+                    .any(|(d, of)| d == dir && Patterns::rotated_name_of(&name, of));
+                let Ok(meta) = entry.metadata() else { continue };
+                let recent = u64::try_from(meta.ctime()).unwrap_or(0) >= since;
+                if rotated && recent && meta.is_file() && !known.contains(&Inode::of(&meta)) {
+                    found.push((entry.path(), Inode::of(&meta), meta.len()));
+                }
+            }
+        }
+        for (path, inode, size) in found {
+            tracing::info!(
+                source = %self.ctx.settings.name,
+                "file: {} was rotated after weir last saved its positions, before it was read: reading it from its start",
+                path.display()
+            );
+            let mut f = Tracked::new(&mut self.ctx, path, inode, size, now);
+            f.rotated = true;
+            self.add(f, true);
         }
     }
 
@@ -228,11 +299,42 @@ impl Tailer {
     }
 
     fn on_wake(&mut self, wake: Wake, now: Instant) {
-        let Wake::Path(path) = wake else {
+        match wake {
+            Wake::Data => {}
+            Wake::Path(path) => self.on_path(&path, now),
+            Wake::Renamed(from, to) => {
+                self.on_path(&from, now);
+                self.on_path(&to, now);
+                if self.patterns.matches(&from) && !self.patterns.matches(&to) {
+                    self.left_glob(to, now);
+                }
+            }
+        }
+    }
+
+    /// A file renamed out of the glob: if it was never followed (it lived between two
+    /// looks), it is read whole, as a rotated file.
+    fn left_glob(&mut self, path: PathBuf, now: Instant) {
+        let Ok(meta) = std::fs::metadata(&path) else {
             return;
         };
-        if self.patterns.matches(&path) {
-            self.discover(&path, now, false);
+        let inode = Inode::of(&meta);
+        if !meta.is_file() || self.by_inode.contains_key(&inode) {
+            return;
+        }
+        tracing::info!(
+            source = %self.ctx.settings.name,
+            "file: {} was rotated before it could be read; reading it whole",
+            path.display()
+        );
+        let mut f = Tracked::new(&mut self.ctx, path, inode, meta.len(), now);
+        f.rotated = true;
+        self.add(f, true);
+    }
+
+    fn on_path(&mut self, path: &Path, now: Instant) {
+        if self.patterns.matches(path) {
+            self.discover(path, now, false);
         }
         let rotated: Vec<u64> = self
             .open

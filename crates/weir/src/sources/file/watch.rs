@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::Duration;
 
-use notify::event::ModifyKind;
+use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 
 /// Paths held between the watcher's thread and the tailer.
@@ -25,6 +25,8 @@ const QUEUE: usize = 4096;
 pub enum Wake {
     /// A file was created, renamed or removed at this path.
     Path(PathBuf),
+    /// A file was renamed from the first path to the second.
+    Renamed(PathBuf, PathBuf),
     /// Some file's data changed.
     Data,
 }
@@ -70,14 +72,24 @@ impl Watch {
                         return;
                     }
                 };
+                let send = |wake| {
+                    if let Err(TrySendError::Full(_)) = tx.try_send(wake) {
+                        rescan.store(true, Ordering::Release);
+                    }
+                };
                 match event.kind {
+                    EventKind::Modify(ModifyKind::Name(RenameMode::Both))
+                        if event.paths.len() == 2 =>
+                    {
+                        let mut paths = event.paths.into_iter();
+                        let (from, to) = (paths.next().expect("two"), paths.next().expect("two"));
+                        send(Wake::Renamed(from, to));
+                    }
                     EventKind::Create(_)
                     | EventKind::Remove(_)
                     | EventKind::Modify(ModifyKind::Name(_)) => {
                         for path in event.paths {
-                            if let Err(TrySendError::Full(_)) = tx.try_send(Wake::Path(path)) {
-                                rescan.store(true, Ordering::Release);
-                            }
+                            send(Wake::Path(path));
                         }
                     }
                     EventKind::Access(_) => {}
