@@ -184,9 +184,9 @@ impl SourceKeys for FileSourceConfig {
             bounds.add(
                 "read_buffer",
                 None,
-                super::tailer::read_buffer_bytes(self.max_line_bytes.bytes()),
+                times(2u32, super::tailer::read_buffer_bytes(self.max_line_bytes.bytes())),
                 format!(
-                    "standard input's read buffer: the longest line (max_line_bytes {}) and a read",
+                    "standard input's read buffer (the longest line, max_line_bytes {}, and a read) and a long line's head kept until its end",
                     self.max_line_bytes
                 ),
             );
@@ -206,17 +206,7 @@ impl SourceKeys for FileSourceConfig {
             None,
             super::tailer::read_buffer_bytes(self.max_line_bytes.bytes()),
             format!(
-                "one read buffer for every file, re-read from each line's start: max_line_bytes {} and a 64 KiB read",
-                self.max_line_bytes
-            ),
-        );
-        bounds.add(
-            "long_lines",
-            Some(files),
-            times(files, self.max_line_bytes.bytes()),
-            format!(
-                "the head of a line longer than max_line_bytes, kept for the quarantine until its end: \
-                 max_open_files {files} × max_line_bytes {}",
+                "one read buffer for every file (a partial line or a long line's head is read again from the file, never held): max_line_bytes {} and a 64 KiB read",
                 self.max_line_bytes
             ),
         );

@@ -5,8 +5,9 @@
 //! complete line (one whose newline it has seen) with its offsets. The bytes after the
 //! last newline are not taken: the caller reads them again, with what follows, next
 //! time; so a file's partial last line costs no memory. A line longer than
-//! `max_line_bytes` is never held whole: its first `max_line_bytes` are kept until its
-//! newline, then handed out as [`Piece::Long`] with its full length.
+//! `max_line_bytes` is never held whole: it is skipped to its newline, then handed out
+//! as [`Piece::Long`] with its full length and its first `max_line_bytes` (kept meanwhile
+//! for a stream; a file's are read again from the file, so they cost no memory either).
 
 /// What a file's bytes became.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,7 +23,8 @@ pub enum Piece<'a> {
     },
     /// A line longer than `max_line_bytes`, now ended.
     Long {
-        /// Its first `max_line_bytes` bytes.
+        /// Its first `max_line_bytes` bytes; empty when the splitter keeps no heads and
+        /// the line began in an earlier buffer (read them again from the file).
         head: Vec<u8>,
         /// Offset of its first byte.
         start: u64,
@@ -46,16 +48,20 @@ struct LongLine {
 #[derive(Debug, Clone)]
 pub struct Lines {
     max_line_bytes: usize,
+    /// Keep a long line's head until its end (a stream cannot be read again).
+    keep_heads: bool,
     long: Option<LongLine>,
     /// Reading began mid-line (`read_from = "end"`): drop bytes through the next newline.
     resync: bool,
 }
 
 impl Lines {
-    /// A splitter for lines of at most `max_line_bytes`.
-    pub fn new(max_line_bytes: usize) -> Self {
+    /// A splitter for lines of at most `max_line_bytes`; `keep_heads` for a stream,
+    /// whose long lines' heads cannot be read again.
+    pub fn new(max_line_bytes: usize, keep_heads: bool) -> Self {
         Lines {
             max_line_bytes,
+            keep_heads,
             long: None,
             resync: false,
         }
@@ -136,9 +142,14 @@ impl Lines {
         // A last `\r` may be the start of a `\r\n`: it does not count yet.
         let len = rest.len() - usize::from(rest.last() == Some(&b'\r'));
         if len > self.max_line_bytes {
+            let head = if self.keep_heads {
+                rest[..self.max_line_bytes].to_vec()
+            } else {
+                Vec::new()
+            };
             self.long = Some(LongLine {
                 start: at + pos as u64,
-                head: rest[..self.max_line_bytes].to_vec(),
+                head,
                 ends_cr: rest.last() == Some(&b'\r'),
             });
             return buf.len();
@@ -220,7 +231,7 @@ mod tests {
 
     #[test]
     fn complete_lines_only_and_the_rest_is_left() {
-        let mut l = Lines::new(100);
+        let mut l = Lines::new(100, true);
         let (out, consumed) = split(&mut l, b"abc\r\nde\n\nfg", 10);
         assert_eq!(
             out,
@@ -238,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_long_line_is_never_held_whole() {
-        let mut l = Lines::new(3);
+        let mut l = Lines::new(3, true);
         // Within one buffer.
         let (out, consumed) = split(&mut l, b"abcdef\nxy\n", 0);
         assert_eq!(out, [("LONG abc/6".into(), 0, 7), ("xy".into(), 7, 10)]);
@@ -252,11 +263,20 @@ mod tests {
         assert_eq!(out, [("LONG 123/8".into(), 10, 19), ("ok".into(), 19, 22)]);
         assert_eq!(consumed, 6);
         assert_eq!(l.held_from(), None);
+        // A file's splitter keeps no head across buffers: the caller reads it again.
+        let mut l = Lines::new(3, false);
+        let (out, _) = split(&mut l, b"12345", 0);
+        assert!(out.is_empty());
+        let (out, _) = split(
+            &mut l, b"6
+", 5,
+        );
+        assert_eq!(out, [("LONG /6".into(), 0, 7)]);
     }
 
     #[test]
     fn resync_drops_through_the_next_newline() {
-        let mut l = Lines::new(100);
+        let mut l = Lines::new(100, true);
         l.resync();
         let (out, consumed) = split(&mut l, b"tail of a line", 50);
         assert!(out.is_empty());
@@ -267,7 +287,7 @@ mod tests {
 
     #[test]
     fn flush_takes_the_partial_line() {
-        let mut l = Lines::new(4);
+        let mut l = Lines::new(4, true);
         let mut out = Vec::new();
         l.flush(b"abc", 7, |p| out.push(owned(p)));
         l.flush(b"", 10, |p| out.push(owned(p)));
@@ -284,9 +304,9 @@ mod tests {
             max in 1usize..8,
             read in 1usize..20,
         ) {
-            let mut whole = Lines::new(max);
+            let mut whole = Lines::new(max, true);
             let (expected, whole_consumed) = split(&mut whole, &text, 0);
-            let mut cut = Lines::new(max);
+            let mut cut = Lines::new(max, true);
             let mut got = Vec::new();
             let mut at = 0usize;
             // Like the tailer: read `read` bytes past what was consumed (more when a

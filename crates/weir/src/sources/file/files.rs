@@ -195,7 +195,7 @@ impl Tracked {
             idle_at: None,
             last_growth: now,
             opened_at: now,
-            lines: Lines::new(ctx.settings.max_line_bytes),
+            lines: Lines::new(ctx.settings.max_line_bytes, false),
             multiline: ctx.settings.multiline.as_ref().map(Assembler::new),
             retry: None,
             opened_once: false,
@@ -448,6 +448,35 @@ fn read_full(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
     Ok(filled)
 }
 
+/// A long line's head, read again from the file when the splitter did not keep it.
+fn with_head<'a>(piece: Piece<'a>, file: &File, max_line_bytes: usize) -> Piece<'a> {
+    match piece {
+        Piece::Long {
+            head,
+            start,
+            len,
+            end,
+        } if head.is_empty() && len > 0 => {
+            let mut head = vec![
+                0u8;
+                usize::try_from(len)
+                    .unwrap_or(usize::MAX)
+                    .min(max_line_bytes)
+            ];
+            // A file truncated meanwhile gives what it still has.
+            let n = read_full(file, &mut head, start).unwrap_or(0);
+            head.truncate(n);
+            Piece::Long {
+                head,
+                start,
+                len,
+                end,
+            }
+        }
+        piece => piece,
+    }
+}
+
 /// Hands a piece to the multi-line assembler or the chunk.
 pub fn take(
     piece: Piece<'_>,
@@ -556,11 +585,14 @@ pub fn turn(f: &mut Tracked, ctx: &mut Ctx, now: Instant, now_ms: u64) -> std::i
         lines,
         multiline,
         origin,
+        file,
         ..
     } = f;
+    let file = file.as_ref().expect("open");
+    let max = ctx.settings.max_line_bytes;
     let consumed = lines.split(&buf[..n], at, |piece| {
         take(
-            piece,
+            with_head(piece, file, max),
             origin,
             multiline,
             &mut ctx.builder,
@@ -591,13 +623,16 @@ pub fn flush_partial(f: &mut Tracked, ctx: &mut Ctx, now_ms: u64) -> std::io::Re
         lines,
         multiline,
         origin,
+        file,
         ..
     } = f;
+    let file = file.as_ref().expect("open");
+    let max = ctx.settings.max_line_bytes;
     let mut emitted = false;
     lines.flush(&buf[..n], at, |piece| {
         emitted |= matches!(piece, Piece::Line { .. });
         take(
-            piece,
+            with_head(piece, file, max),
             origin,
             multiline,
             &mut ctx.builder,

@@ -30,7 +30,7 @@ pub fn run(
         path: "-".into(),
         name: String::new(),
     };
-    let mut lines = Lines::new(max_line_bytes);
+    let mut lines = Lines::new(max_line_bytes, true);
     let mut multiline = multiline.map(Assembler::new);
     let capacity = usize::try_from(read_buffer_bytes(max_line_bytes as u64)).unwrap_or(usize::MAX);
     let mut buf = vec![0u8; capacity];
