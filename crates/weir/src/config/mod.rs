@@ -18,10 +18,15 @@
 //!
 //! [`Config::inventory`] turns a configuration into the bound of every queue and the
 //! worst-case memory estimate; [`Config::hash`] is the configuration's identity.
+//!
+//! Every key is declared once, where it is parsed ([`crate::keys::declare`]);
+//! [`reference`] lists them all by walking the same parse functions in a documenting
+//! mode, for `weir config reference` and `docs/configuration.md`.
 
 mod check;
 mod hash;
 mod inventory;
+pub mod reference;
 mod runtime;
 #[cfg(test)]
 mod tests;

@@ -62,7 +62,13 @@ impl SinkConfig {
     /// Reads one sink. Unknown keys are reported only when the type is known.
     /// `sources` are the names under `[sources]`, whether or not they parsed.
     pub fn parse(mut s: Section<'_>, sources: &[&str]) -> Option<Self> {
-        let type_name = read_type(&mut s, TYPES, NOT_BUILT.iter().map(|(t, _)| *t), "sink");
+        let type_name = read_type(
+            &mut s,
+            TYPES,
+            NOT_BUILT.iter().map(|(t, _)| *t),
+            "sink",
+            "The sink type: its own keys are listed under its name below.",
+        );
         let inputs = parse_inputs(&mut s, sources);
         let required = s.or("required", true);
         let max_lag = s.table("max_lag").and_then(parse_max_lag);

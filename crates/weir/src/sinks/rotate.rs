@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::keys::units::FromValue;
+use crate::keys::units::{FromValue, ToValue};
 use crate::keys::{ByteSize, Duration, Section};
 
 /// The rotation age of Parquet files and objects when `rotate.age` is not set.
@@ -54,8 +54,15 @@ impl From<Share> for String {
     }
 }
 
+impl ToValue for Share {
+    fn to_value(&self) -> toml::Value {
+        toml::Value::String(self.to_string())
+    }
+}
+
 impl FromValue for Share {
     const EXPECTED: &'static str = r#"a percentage from "1%" to "100%""#;
+    const KIND: &'static str = r#"percentage ("50%")"#;
     fn from_value(value: &toml::Value) -> Result<Self, String> {
         let bad = || format!("expected {}, found {value}", Self::EXPECTED);
         let text = value.as_str().ok_or_else(bad)?;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use toml::Value;
 
-use crate::keys::units::{FromValue, describe, mismatch, string_enum};
+use crate::keys::units::{FromValue, ToValue, describe, mismatch, string_enum};
 use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, join, times};
 use crate::sources::SourceKeys;
 
@@ -34,8 +34,15 @@ impl From<Qos> for u8 {
     }
 }
 
+impl ToValue for Qos {
+    fn to_value(&self) -> Value {
+        Value::Integer(u8::from(*self).into())
+    }
+}
+
 impl FromValue for Qos {
     const EXPECTED: &'static str = "a QoS of 0, 1 or 2";
+    const KIND: &'static str = "one of 0 | 1 | 2";
     fn from_value(value: &Value) -> Result<Self, String> {
         match value.as_integer() {
             Some(0) => Ok(Self::AtMostOnce),
@@ -81,6 +88,7 @@ pub struct MqttUrl {
 
 impl FromValue for MqttUrl {
     const EXPECTED: &'static str = r#"a URL like "mqtt://127.0.0.1:1883" or "mqtts://broker:8883""#;
+    const KIND: &'static str = r#"URL ("mqtt://host:1883", "mqtts://host:8883")"#;
     fn from_value(value: &Value) -> Result<Self, String> {
         let bad = || mismatch(Self::EXPECTED, value);
         let text = value.as_str().ok_or_else(bad)?;
