@@ -117,6 +117,10 @@ impl Config {
         let table: toml::Table = text
             .parse()
             .map_err(|e| ConfigErrors::new(vec![syntax_error(text, &e)]))?;
+        // Every configuration a unit test reads also checks that the reference lists
+        // each key it reads.
+        #[cfg(test)]
+        reference::assert_documented(text);
         let diag = Diagnostics::default();
         let config = Self::walk(&table, &diag);
         let mut errors = diag.into_errors();

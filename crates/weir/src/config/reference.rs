@@ -76,6 +76,17 @@ pub fn undocumented_keys(text: &str) -> Result<Vec<String>, ConfigErrors> {
     Ok(missing)
 }
 
+/// Unit tests: fails when reading `text` reads a key that the reference does not list.
+#[cfg(test)]
+pub(super) fn assert_documented(text: &str) {
+    let missing = undocumented_keys(text).unwrap_or_default();
+    assert!(
+        missing.is_empty(),
+        "read while parsing, but not in the reference (declare them with Section::key): {}",
+        missing.join(", ")
+    );
+}
+
 /// The sections of the reference whose keys the table at `path` of the file may have:
 /// `[wal]` for `wal`; the keys every source has and those of its type for
 /// `sources.NAME`.

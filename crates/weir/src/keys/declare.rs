@@ -57,6 +57,9 @@ pub struct KeyDoc {
     pub kind: Cow<'static, str>,
     /// Whether a configuration must set it.
     pub required: bool,
+    /// The key that may be set instead of this one, when one of the two is required
+    /// (`topics` unless `topic_pattern`).
+    pub required_unless: Option<&'static str>,
     /// Its default, as written in TOML.
     pub default: Option<Value>,
     /// What applies when it is absent, when that is not one value: `a quarter of
@@ -126,6 +129,7 @@ pub struct Key<'s, 'a> {
     default: Option<Value>,
     default_text: Option<&'static str>,
     required: bool,
+    required_unless: Option<&'static str>,
     refused: Option<&'static str>,
 }
 
@@ -144,6 +148,7 @@ impl<'s, 'a> Key<'s, 'a> {
             default: None,
             default_text: None,
             required: false,
+            required_unless: None,
             refused: None,
         }
     }
@@ -181,6 +186,13 @@ impl<'s, 'a> Key<'s, 'a> {
     /// missing); [`Key::req`] is required by itself.
     pub fn required(mut self) -> Self {
         self.required = true;
+        self
+    }
+
+    /// Marks a key that is required unless `other` is set (the parse code reports
+    /// neither being set); an example configuration sets this one.
+    pub fn required_unless(mut self, other: &'static str) -> Self {
+        self.required_unless = Some(other);
         self
     }
 
@@ -265,6 +277,7 @@ impl<'s, 'a> Key<'s, 'a> {
             description: self.description,
             kind,
             required: self.required,
+            required_unless: self.required_unless,
             default: self.default.clone(),
             default_text: self.default_text,
             unit: self.unit,

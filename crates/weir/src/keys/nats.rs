@@ -7,7 +7,15 @@ use super::units::describe;
 
 /// Reads `url` (a NATS source's or sink's): a string or a non-empty list of strings, each `nats://` or `tls://`.
 pub fn nats_urls(s: &mut Section<'_>) -> Option<Vec<String>> {
-    let Some(value) = s.raw("url") else {
+    let declared = s
+        .key(
+            "url",
+            "NATS servers, `nats://host:port` or `tls://host:port`: one URL, or a list for a cluster.",
+        )
+        .required()
+        .example("nats://127.0.0.1:4222")
+        .raw("URL or list of URLs");
+    let Some(value) = declared else {
         s.error(
             "url",
             "missing required key (e.g. \"nats://127.0.0.1:4222\", or a list for a cluster)",

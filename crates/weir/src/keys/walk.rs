@@ -304,8 +304,9 @@ impl<'a> Section<'a> {
     }
 
     /// Reads `value`, the value of the list `key`, reporting a bad element at `key[i]`.
-    /// `None` when any element is invalid.
-    pub(super) fn read_list<T: FromValue>(&self, key: &str, value: &Value) -> Option<Vec<T>> {
+    /// `None` when any element is invalid. For a list declared with [`Key::raw`] that
+    /// is checked before it is read.
+    pub fn read_list<T: FromValue>(&self, key: &str, value: &Value) -> Option<Vec<T>> {
         let Some(array) = value.as_array() else {
             self.error(
                 key,
@@ -458,7 +459,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// Tests: parses `text` as the section `path` with `parse` (a component's key parser,
 /// given the section and its name, the last part of `path`); returns what it built and
-/// every error, as strings.
+/// every error, as strings. Fails when `parse` reads a key that its documenting walk
+/// does not declare (the reference would not list it).
 #[cfg(test)]
 pub(crate) fn parse_section<T>(
     path: &str,
@@ -466,11 +468,21 @@ pub(crate) fn parse_section<T>(
     parse: impl Fn(&mut Section<'_>, &str) -> Option<T>,
 ) -> (Option<T>, Vec<String>) {
     let table: toml::Table = toml::from_str(text).expect("test TOML");
-    let diag = Diagnostics::default();
+    let diag = Diagnostics::recording();
     let mut s = Section::new(path.into(), &table, &diag);
     let name = path.rsplit('.').next().unwrap_or(path);
     let config = parse(&mut s, name);
     s.finish();
+    let documented = super::declare::document(|mut s| {
+        parse(&mut s, name);
+    });
+    for read in diag.take_reads() {
+        assert!(
+            documented.iter().any(|key| key.name == read.key),
+            "{path}: `{}` is read but its documenting walk does not declare it",
+            read.key
+        );
+    }
     let errors = diag
         .into_errors()
         .into_iter()
