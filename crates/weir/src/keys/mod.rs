@@ -5,6 +5,8 @@
 //!   reported with the allowed ones.
 //! - [`declare`]: [`Section::key`], the one declaration that reads a key and documents
 //!   it; the documenting walk ([`document`]) that lists a section's keys.
+//! - [`reference`]: those lists rendered as markdown tables, or one section as a
+//!   commented TOML example.
 //! - [`units`]: sizes ([`ByteSize`], `"8 MiB"`), durations ([`Duration`], `"30s"`),
 //!   and how a TOML value becomes a typed one ([`FromValue`](units::FromValue)).
 //! - [`error`]: [`ConfigError`] and [`ConfigErrors`].
@@ -18,6 +20,7 @@ pub mod bounds;
 pub mod declare;
 pub mod error;
 pub mod nats;
+pub mod reference;
 pub mod tls;
 pub mod units;
 pub mod walk;

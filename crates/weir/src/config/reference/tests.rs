@@ -163,3 +163,24 @@ max_open_files = 2
 "#;
     assert_eq!(undocumented_keys(text).expect("TOML"), Vec::<String>::new());
 }
+
+#[test]
+fn an_example_names_the_types_when_the_name_is_none() {
+    let message = example("parket").expect_err("not a type");
+    assert!(
+        message.contains("source types: generator, file"),
+        "{message}"
+    );
+    assert!(message.contains("sink types: file, parquet"), "{message}");
+    let both = example("file").expect("a type");
+    assert!(
+        both.contains("[sources.file]") && both.contains("[sinks.file]"),
+        "{both}"
+    );
+    let one = example("sink/file").expect("a type");
+    assert!(
+        !one.contains("[sources.file]") && one.contains("[sinks.file]"),
+        "{one}"
+    );
+    assert!(example("sink/generator").is_err());
+}
