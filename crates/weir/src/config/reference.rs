@@ -92,34 +92,35 @@ pub fn example(name: &str) -> Result<String, String> {
 /// `[quarantine]`, the keys every source has and each source type's, then the same for
 /// sinks.
 pub fn sections() -> Vec<SectionDoc> {
+    let section = |header, about, keys| SectionDoc {
+        header,
+        type_name: None,
+        about,
+        built: true,
+        keys,
+    };
     let mut sections = vec![
-        SectionDoc {
-            header: "[runtime]",
-            type_name: None,
-            about: "Where weir keeps its data, how much memory it may plan for, where it reports.",
-            built: true,
-            keys: document(|mut s| {
+        section(
+            "[runtime]",
+            "Where weir keeps its data, how much memory it may plan for, where it reports.",
+            document(|mut s| {
                 RuntimeConfig::parse(&mut s);
             }),
-        },
-        SectionDoc {
-            header: "[wal]",
-            type_name: None,
-            about: "The write-ahead log every source writes to and every sink reads from.",
-            built: true,
-            keys: document(|mut s| {
+        ),
+        section(
+            "[wal]",
+            "The write-ahead log every source writes to and every sink reads from.",
+            document(|mut s| {
                 WalConfig::parse(&mut s, None);
             }),
-        },
-        SectionDoc {
-            header: "[quarantine]",
-            type_name: None,
-            about: "Where records a sink cannot encode are kept, with the reason.",
-            built: true,
-            keys: document(|mut s| {
+        ),
+        section(
+            "[quarantine]",
+            "Where records a sink cannot encode are kept, with the reason.",
+            document(|mut s| {
                 QuarantineConfig::parse(&mut s, None);
             }),
-        },
+        ),
     ];
     sections.extend(sources::reference());
     sections.extend(sinks::reference());

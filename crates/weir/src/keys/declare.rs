@@ -108,6 +108,36 @@ pub struct SectionDoc {
     pub keys: Vec<KeyDoc>,
 }
 
+impl SectionDoc {
+    /// The reference of one kind of component under `header` (`[sinks.NAME]`): `common`,
+    /// the keys every one has (described by `about`), then each type of `built` (its
+    /// name, its line and its keys), then each of `not_built` (name and keys).
+    pub fn components(
+        header: &'static str,
+        about: &'static str,
+        common: Vec<KeyDoc>,
+        built: impl IntoIterator<Item = (&'static str, &'static str, Vec<KeyDoc>)>,
+        not_built: impl IntoIterator<Item = (&'static str, Vec<KeyDoc>)>,
+    ) -> Vec<SectionDoc> {
+        let section = |type_name, about, built, keys| SectionDoc {
+            header,
+            type_name,
+            about,
+            built,
+            keys,
+        };
+        let mut sections = vec![section(None, about, true, common)];
+        for (type_name, about, keys) in built {
+            sections.push(section(Some(type_name), about, true, keys));
+        }
+        for (type_name, keys) in not_built {
+            let about = "Not built yet in this version of weir: `weir validate` checks its keys and refuses the type.";
+            sections.push(section(Some(type_name), about, false, keys));
+        }
+        sections
+    }
+}
+
 /// Walks `parse` over an empty table in the documenting mode and returns the keys it
 /// declares, in order. `parse` gets the section by value, as a component's parse
 /// function does; errors (the required keys missing) are dropped.

@@ -336,34 +336,31 @@ impl<'a> Section<'a> {
     /// The sub-table `key` whose value is `value` (an empty one for `None`): `None` when
     /// it is not a table (recorded).
     pub(super) fn sub_table(&self, key: &str, value: Option<&'a Value>) -> Option<Section<'a>> {
-        let table = match value {
-            None => &*EMPTY,
-            Some(value) => match value.as_table() {
-                Some(table) => table,
-                None => {
-                    self.error(key, format!("expected a table, found {}", describe(value)));
-                    return None;
-                }
-            },
-        };
+        let table = self.table_of(key, value)?;
         Some(self.nested(self.key_path(key), self.doc_name(key), table))
     }
 
     /// The section `key` of the file (`[wal]`), or an empty one when it is absent (so
     /// its required keys are reported), or `None` when it is not a table (recorded).
     pub fn table_or_empty(&mut self, key: &'static str) -> Option<Section<'a>> {
-        let path = self.key_path(key);
-        let table = match self.raw(key) {
-            None => &*EMPTY,
-            Some(value) => match value.as_table() {
-                Some(table) => table,
-                None => {
+        let value = self.raw(key);
+        let table = self.table_of(key, value)?;
+        Some(Section::new(self.key_path(key), table, self.diag))
+    }
+
+    /// `value`, the value of `key`, as a table (an empty one for `None`): `None` when it
+    /// is not a table (recorded).
+    fn table_of(&self, key: &str, value: Option<&'a Value>) -> Option<&'a Table> {
+        match value {
+            None => Some(&EMPTY),
+            Some(value) => {
+                let table = value.as_table();
+                if table.is_none() {
                     self.error(key, format!("expected a table, found {}", describe(value)));
-                    return None;
                 }
-            },
-        };
-        Some(Section::new(path, table, self.diag))
+                table
+            }
+        }
     }
 
     /// The entries of a table of named tables (`[sources.NAME]`), each as a section.

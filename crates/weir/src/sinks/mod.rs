@@ -70,38 +70,22 @@ macro_rules! registry {
         /// (those not built yet last), from the documenting walk of their parse
         /// functions.
         pub fn reference() -> Vec<SectionDoc> {
-            let mut sections = vec![SectionDoc {
-                header: HEADER,
-                type_name: None,
-                about: "The keys every sink has, whatever its type.",
-                built: true,
-                keys: document(|s| {
-                    SinkConfig::parse(s, &[]);
+            let built = [$((
+                <$config as SinkKeys>::TYPE,
+                <$config as SinkKeys>::ABOUT,
+                document(|mut s| {
+                    <$config as SinkKeys>::parse(&mut s);
                 }),
-            }];
-            $(
-                sections.push(SectionDoc {
-                    header: HEADER,
-                    type_name: Some(<$config as SinkKeys>::TYPE),
-                    about: <$config as SinkKeys>::ABOUT,
-                    built: true,
-                    keys: document(|mut s| {
-                        <$config as SinkKeys>::parse(&mut s);
-                    }),
-                });
-            )+
-            for (type_name, parse) in NOT_BUILT {
-                sections.push(SectionDoc {
-                    header: HEADER,
-                    type_name: Some(type_name),
-                    about: "Not built yet in this version of weir: `weir validate` checks its keys and refuses the type.",
-                    built: false,
-                    keys: document(|mut s| {
-                        parse(&mut s);
-                    }),
-                });
-            }
-            sections
+            )),+];
+            let not_built = NOT_BUILT.iter().map(|(type_name, parse)| {
+                (*type_name, document(|mut s| {
+                    parse(&mut s);
+                }))
+            });
+            let common = document(|s| {
+                SinkConfig::parse(s, &[]);
+            });
+            SectionDoc::components(HEADER, "The keys every sink has, whatever its type.", common, built, not_built)
         }
 
         impl SinkKind {

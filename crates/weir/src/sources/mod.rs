@@ -63,38 +63,22 @@ macro_rules! registry {
         /// own (those not built yet last), from the documenting walk of their parse
         /// functions.
         pub fn reference() -> Vec<SectionDoc> {
-            let mut sections = vec![SectionDoc {
-                header: HEADER,
-                type_name: None,
-                about: "The keys every source has, whatever its type.",
-                built: true,
-                keys: document(|s| {
-                    SourceConfig::parse(s, DOC_NAME);
+            let built = [$((
+                <$config as SourceKeys>::TYPE,
+                <$config as SourceKeys>::ABOUT,
+                document(|mut s| {
+                    <$config as SourceKeys>::parse(&mut s, DOC_NAME);
                 }),
-            }];
-            $(
-                sections.push(SectionDoc {
-                    header: HEADER,
-                    type_name: Some(<$config as SourceKeys>::TYPE),
-                    about: <$config as SourceKeys>::ABOUT,
-                    built: true,
-                    keys: document(|mut s| {
-                        <$config as SourceKeys>::parse(&mut s, DOC_NAME);
-                    }),
-                });
-            )+
-            for (type_name, parse) in NOT_BUILT {
-                sections.push(SectionDoc {
-                    header: HEADER,
-                    type_name: Some(type_name),
-                    about: "Not built yet in this version of weir: `weir validate` checks its keys and refuses the type.",
-                    built: false,
-                    keys: document(|mut s| {
-                        parse(&mut s, DOC_NAME);
-                    }),
-                });
-            }
-            sections
+            )),+];
+            let not_built = NOT_BUILT.iter().map(|(type_name, parse)| {
+                (*type_name, document(|mut s| {
+                    parse(&mut s, DOC_NAME);
+                }))
+            });
+            let common = document(|s| {
+                SourceConfig::parse(s, DOC_NAME);
+            });
+            SectionDoc::components(HEADER, "The keys every source has, whatever its type.", common, built, not_built)
         }
 
         impl SourceKind {

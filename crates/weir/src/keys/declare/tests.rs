@@ -36,6 +36,17 @@ fn parse(s: &mut Section<'_>) -> Option<(ByteSize, PathBuf)> {
     Some((max, path?))
 }
 
+/// The keys `parse` declares, in order.
+const DECLARED: [&str; 7] = [
+    "max_bytes",
+    "path",
+    "rate",
+    "inputs",
+    "retry",
+    "retry.initial",
+    "url",
+];
+
 fn run(text: &str, diag: &Diagnostics) -> Option<(ByteSize, PathBuf)> {
     let table: Table = text.parse().expect("valid TOML");
     let mut s = Section::new("sinks.lake".into(), &table, diag);
@@ -78,18 +89,7 @@ fn the_documenting_walk_lists_every_declaration_in_order() {
         parse(&mut s);
     });
     let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "max_bytes",
-            "path",
-            "rate",
-            "inputs",
-            "retry",
-            "retry.initial",
-            "url"
-        ]
-    );
+    assert_eq!(names, DECLARED);
     let shown = |k: &KeyDoc| {
         (
             k.kind.to_string(),
@@ -166,18 +166,9 @@ fn a_recording_walk_lists_each_key_read_under_its_section() {
         .into_iter()
         .map(|r| (r.section, r.key))
         .collect();
-    let expected = [
-        "max_bytes",
-        "path",
-        "rate",
-        "inputs",
-        "retry",
-        "retry.initial",
-        "url",
-    ];
     assert_eq!(
         reads,
-        expected.map(|k| ("sinks.lake".to_owned(), k.to_owned()))
+        DECLARED.map(|k| ("sinks.lake".to_owned(), k.to_owned()))
     );
 }
 

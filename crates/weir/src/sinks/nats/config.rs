@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::core::SubjectTemplate;
-use crate::keys::{Bounds, Duration, Section, check_env_name};
+use crate::keys::nats::{nats_auth, nats_ca_file, nats_urls};
+use crate::keys::{Bounds, Duration, Section};
 use crate::sinks::SinkKeys;
 
 /// `type = "nats"`: publishes each record to a JetStream subject; the cursor moves
@@ -42,7 +43,7 @@ impl SinkKeys for NatsSinkConfig {
     const ABOUT: &'static str = "Publishes each record to a JetStream subject; the cursor moves once its PubAck came back (`Nats-Msg-Id` deduplicates a replay).";
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let url = crate::keys::nats::nats_urls(s);
+        let url = nats_urls(s);
         let subject = s
             .key(
                 "subject",
@@ -61,42 +62,7 @@ impl SinkKeys for NatsSinkConfig {
                 "Retries of one publish (same `Nats-Msg-Id`) before the batch fails and the driver retries it with backoff (at most 100).",
             )
             .or(3u64);
-        let token_env = s
-            .key("token_env", "Environment variable holding a token.")
-            .example("WEIR_NATS_TOKEN")
-            .opt::<String>();
-        let nkey_seed_env = s
-            .key(
-                "nkey_seed_env",
-                "Environment variable holding an nkey seed.",
-            )
-            .example("WEIR_NATS_NKEY")
-            .opt::<String>();
-        for (key, env) in [("token_env", &token_env), ("nkey_seed_env", &nkey_seed_env)] {
-            if let Some(env) = env {
-                check_env_name(s, key, env);
-            }
-        }
-        let creds_file = s
-            .key("creds_file", "A NATS `.creds` file (JWT and nkey seed).")
-            .example("/etc/weir/nats.creds")
-            .opt::<PathBuf>();
-        let nkey_seed_file = s
-            .key("nkey_seed_file", "File holding an nkey seed (`SU…`).")
-            .example("/etc/weir/nats.nk")
-            .opt::<PathBuf>();
-        let ways = [
-            creds_file.is_some(),
-            token_env.is_some(),
-            nkey_seed_file.is_some(),
-            nkey_seed_env.is_some(),
-        ];
-        if ways.iter().filter(|w| **w).count() > 1 {
-            s.error(
-                "creds_file",
-                "choose one of creds_file, token_env, nkey_seed_file, nkey_seed_env",
-            );
-        }
+        let auth = nats_auth(s);
         let stream = s
             .key(
                 "stream",
@@ -111,23 +77,16 @@ impl SinkKeys for NatsSinkConfig {
         let ack_timeout = s
             .key("ack_timeout", "How long a PubAck may take.")
             .or(Duration::secs(5));
-        let ca_file = s
-            .key(
-                "ca_file",
-                "PEM file of the CA certificate(s) that `tls://` trusts.",
-            )
-            .default_text("the system's CA certificates")
-            .example("/etc/weir/ca.pem")
-            .opt();
+        let ca_file = nats_ca_file(s);
         Some(Self {
             stream,
             max_inflight,
             ack_timeout,
             retries: u32::try_from(retries.min(100)).unwrap_or(100),
-            creds_file,
-            token_env,
-            nkey_seed_file,
-            nkey_seed_env,
+            creds_file: auth.creds_file,
+            token_env: auth.token_env,
+            nkey_seed_file: auth.nkey_seed_file,
+            nkey_seed_env: auth.nkey_seed_env,
             ca_file,
             url: url?,
             subject: subject?,

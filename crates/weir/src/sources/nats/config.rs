@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::keys::nats::{nats_auth, nats_ca_file, nats_urls};
 use crate::keys::units::string_enum;
-use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, join, times};
+use crate::keys::{Bounds, ByteSize, Duration, Section, join, times};
 use crate::sources::SourceKeys;
 
 /// Where a consumer that weir creates starts in the stream (applied only when it is
@@ -72,7 +73,7 @@ impl SourceKeys for NatsConfig {
     const ABOUT: &'static str = "A JetStream durable pull consumer: at most `max_inflight` messages fetched and not yet durable, each acked once its WAL batch is fsynced.";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
-        let url = crate::keys::nats::nats_urls(s);
+        let url = nats_urls(s);
         let stream = s
             .key("stream", "JetStream stream name.")
             .example("EVENTS")
@@ -198,50 +199,8 @@ impl SourceKeys for NatsConfig {
                 ),
             );
         }
-        let creds_file = s
-            .key("creds_file", "A NATS `.creds` file (JWT and nkey seed).")
-            .example("/etc/weir/nats.creds")
-            .opt::<PathBuf>();
-        let token_env = s
-            .key("token_env", "Environment variable holding a token.")
-            .example("WEIR_NATS_TOKEN")
-            .opt::<String>();
-        let nkey_seed_file = s
-            .key("nkey_seed_file", "File holding an nkey seed (`SU…`).")
-            .example("/etc/weir/nats.nk")
-            .opt::<PathBuf>();
-        let nkey_seed_env = s
-            .key(
-                "nkey_seed_env",
-                "Environment variable holding an nkey seed.",
-            )
-            .example("WEIR_NATS_NKEY")
-            .opt::<String>();
-        for (key, env) in [("token_env", &token_env), ("nkey_seed_env", &nkey_seed_env)] {
-            if let Some(env) = env {
-                check_env_name(s, key, env);
-            }
-        }
-        let ways = [
-            creds_file.is_some(),
-            token_env.is_some(),
-            nkey_seed_file.is_some(),
-            nkey_seed_env.is_some(),
-        ];
-        if ways.iter().filter(|w| **w).count() > 1 {
-            s.error(
-                "creds_file",
-                "choose one of creds_file, token_env, nkey_seed_file, nkey_seed_env",
-            );
-        }
-        let ca_file = s
-            .key(
-                "ca_file",
-                "PEM file of the CA certificate(s) that `tls://` trusts.",
-            )
-            .default_text("the system's CA certificates")
-            .example("/etc/weir/ca.pem")
-            .opt::<PathBuf>();
+        let auth = nats_auth(s);
+        let ca_file = nats_ca_file(s);
         if ca_file.is_some()
             && url
                 .as_ref()
@@ -275,10 +234,10 @@ impl SourceKeys for NatsConfig {
             instances,
             ack_confirm,
             max_message_bytes,
-            creds_file,
-            token_env,
-            nkey_seed_file,
-            nkey_seed_env,
+            creds_file: auth.creds_file,
+            token_env: auth.token_env,
+            nkey_seed_file: auth.nkey_seed_file,
+            nkey_seed_env: auth.nkey_seed_env,
             ca_file,
             url: url?,
             stream: stream?,
