@@ -10,6 +10,7 @@ macro_rules! out {
     };
 }
 
+pub mod config;
 pub mod lab;
 pub mod run;
 pub mod status;
@@ -42,6 +43,9 @@ enum Command {
     /// Inspect or verify a write-ahead log directory.
     #[command(subcommand)]
     Wal(wal::WalCommand),
+    /// Print the configuration reference, or a commented example of a source or sink type.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
 }
 
 /// Writes `args` to stdout and flushes; a broken pipe is not an error (the reader has
@@ -70,6 +74,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Status(args) => status::run(args),
         Command::Top(args) => top::run(args),
         Command::Wal(command) => wal::run(command),
+        Command::Config(command) => config::run(command),
     };
     match result {
         Ok(code) => code,

@@ -18,10 +18,15 @@
 //!
 //! [`Config::inventory`] turns a configuration into the bound of every queue and the
 //! worst-case memory estimate; [`Config::hash`] is the configuration's identity.
+//!
+//! Every key is declared once, where it is parsed ([`crate::keys::declare`]);
+//! [`reference`] lists them all by walking the same parse functions in a documenting
+//! mode, for `weir config reference` and `docs/configuration.md`.
 
 mod check;
 mod hash;
 mod inventory;
+pub mod reference;
 mod runtime;
 #[cfg(test)]
 mod tests;
@@ -112,6 +117,10 @@ impl Config {
         let table: toml::Table = text
             .parse()
             .map_err(|e| ConfigErrors::new(vec![syntax_error(text, &e)]))?;
+        // Every configuration a unit test reads also checks that the reference lists
+        // each key it reads.
+        #[cfg(test)]
+        reference::assert_documented(text);
         let diag = Diagnostics::default();
         let config = Self::walk(&table, &diag);
         let mut errors = diag.into_errors();

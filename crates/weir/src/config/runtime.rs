@@ -11,27 +11,23 @@ use crate::keys::units::{serialize_std_duration, string_enum};
 use crate::keys::{ByteSize, Duration, Section};
 
 /// `[runtime]`: where weir keeps its data, how much memory it may plan for, where it
-/// reports.
+/// reports. Its keys are declared in its parse function (`weir config reference`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RuntimeConfig {
-    /// Root of weir's own files (`<data_dir>/wal`, `<data_dir>/quarantine`). Required.
+    /// `data_dir`: the root of weir's own files.
     pub data_dir: PathBuf,
-    /// The memory the worst-case estimate of `weir validate` is compared against.
-    /// Default 256 MiB.
+    /// `memory_target`: what the worst-case memory estimate is compared against.
     pub memory_target: ByteSize,
-    /// Address of `/status`, `/metrics` and the dashboard. Default `127.0.0.1:9464`.
+    /// `status_addr`: the address of `/status`, `/metrics` and the dashboard.
     pub status_addr: SocketAddr,
-    /// Whether a non-loopback `status_addr` is intended (the endpoints have no
-    /// authentication). Default false.
+    /// `status_public`: whether a non-loopback `status_addr` is intended.
     pub status_public: bool,
-    /// How long shutdown may drain sinks before giving up (zero: do not drain).
-    /// Default 30 s.
+    /// `shutdown_timeout`: how long shutdown may drain sinks (zero: do not drain).
     #[serde(serialize_with = "serialize_std_duration")]
     pub shutdown_timeout: std::time::Duration,
-    /// Lines the bounded log writer holds before it drops (and counts) new ones.
-    /// Default 1024.
+    /// `log_queue`: lines the bounded log writer holds.
     pub log_queue: NonZeroU32,
-    /// Longest log line kept; longer lines are truncated. Default 4 KiB.
+    /// `log_line_max_bytes`: the longest log line kept.
     pub log_line_max_bytes: ByteSize,
 }
 
@@ -43,16 +39,50 @@ impl RuntimeConfig {
         SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9464);
 
     pub(super) fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let data_dir = s.req("data_dir", "weir keeps its WAL and cursors under it");
-        let memory_target = s.or("memory_target", Self::DEFAULT_MEMORY_TARGET);
-        let status_addr = s.or("status_addr", Self::DEFAULT_STATUS_ADDR);
-        let status_public = s.or("status_public", false);
-        let shutdown_timeout = s.or("shutdown_timeout", std::time::Duration::from_secs(30));
-        let log_queue = s.or(
-            "log_queue",
-            NonZeroU32::new(1024).unwrap_or(NonZeroU32::MIN),
-        );
-        let log_line_max_bytes = s.or("log_line_max_bytes", ByteSize::kib(4));
+        let data_dir = s
+            .key(
+                "data_dir",
+                "Root of weir's own files (`<data_dir>/wal`, `<data_dir>/quarantine`, cursors).",
+            )
+            .example("./weir-data")
+            .req("weir keeps its WAL and cursors under it");
+        let memory_target = s
+            .key(
+                "memory_target",
+                "The memory the worst-case estimate of `weir validate` is compared against.",
+            )
+            .or(Self::DEFAULT_MEMORY_TARGET);
+        let status_addr = s
+            .key(
+                "status_addr",
+                "Address of `/status`, `/metrics` and the dashboard; loopback unless `status_public`.",
+            )
+            .or(Self::DEFAULT_STATUS_ADDR);
+        let status_public = s
+            .key(
+                "status_public",
+                "Whether a non-loopback `status_addr` is intended (the endpoints have no authentication).",
+            )
+            .or(false);
+        let shutdown_timeout = s
+            .key(
+                "shutdown_timeout",
+                "How long shutdown may drain sinks before giving up (0s: do not drain).",
+            )
+            .or(std::time::Duration::from_secs(30));
+        let log_queue = s
+            .key(
+                "log_queue",
+                "Lines the bounded log writer holds before it drops (and counts) new ones.",
+            )
+            .unit("lines")
+            .or(NonZeroU32::new(1024).unwrap_or(NonZeroU32::MIN));
+        let log_line_max_bytes = s
+            .key(
+                "log_line_max_bytes",
+                "Longest log line kept; longer lines are truncated.",
+            )
+            .or(ByteSize::kib(4));
         if !status_addr.ip().is_loopback() && !status_public {
             s.error(
                 "status_addr",
@@ -84,25 +114,25 @@ enum SyncKey {
 
 string_enum!(SyncKey { "always" => Always, "interval" => Interval });
 
-/// `[wal]`: the write-ahead log every source writes to and every sink reads from.
+/// `[wal]`: the write-ahead log every source writes to and every sink reads from. Its
+/// keys are declared in its parse function (`weir config reference`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WalConfig {
-    /// Directory of the segment files. Default `<data_dir>/wal`.
+    /// `dir`: the directory of the segment files.
     pub dir: PathBuf,
-    /// Disk budget of all segments together. Required.
+    /// `max_disk`: the disk budget of all segments together.
     pub max_disk: ByteSize,
-    /// What happens at `max_disk` (weir-wal's own enum). Required, no default.
+    /// `on_full`: what happens at `max_disk` (weir-wal's own enum).
     pub on_full: OnFull,
-    /// Size at which a segment is closed and a new one started. Default 64 MiB, and at
-    /// most half of `max_disk` (eviction and retention work in whole segments).
+    /// `segment_bytes`: the size at which a segment is closed (eviction and retention
+    /// work in whole segments).
     pub segment_bytes: ByteSize,
-    /// Bytes of source batches admitted but not yet durable (the byte semaphore of the
-    /// source → WAL channel). Default 8 MiB.
+    /// `max_pending_bytes`: source batches admitted but not yet durable (the byte
+    /// semaphore of the source → WAL channel).
     pub max_pending_bytes: ByteSize,
-    /// Durability mode (weir-wal's own enum). Default `always`; `interval` with
-    /// `sync_interval` (default 100 ms).
+    /// `sync` and `sync_interval`: the durability mode (weir-wal's own enum).
     pub sync: SyncMode,
-    /// Batches the source → WAL channel holds. Default 256.
+    /// `channel_batches`: batches the source → WAL channel holds.
     pub channel_batches: NonZeroU32,
 }
 
@@ -111,26 +141,56 @@ impl WalConfig {
     pub const DEFAULT_SEGMENT_BYTES: ByteSize = ByteSize::mib(64);
 
     pub(super) fn parse(s: &mut Section<'_>, data_dir: Option<&PathBuf>) -> Option<Self> {
-        let dir = s.opt::<PathBuf>("dir");
-        let max_disk = s.req::<ByteSize>(
-            "max_disk",
-            "the WAL needs a disk budget, e.g. max_disk = \"1 GiB\"",
-        );
-        let on_full = s.req::<OnFull>(
-            "on_full",
-            "there is no default because this decides what happens to acknowledged data when \
-             the disk budget is full: \"block\" (sources wait until sinks catch up), \"reject\" \
-             (sources refuse new data) or \"drop_oldest\" (the oldest data is deleted and every \
-             sink that had not read it sees a counted gap)",
-        );
-        let segment_bytes = s.or("segment_bytes", Self::DEFAULT_SEGMENT_BYTES);
-        let max_pending_bytes = s.or("max_pending_bytes", ByteSize::mib(8));
-        let mode = s.or("sync", SyncKey::Always);
-        let interval = s.opt::<Duration>("sync_interval");
-        let channel_batches = s.or(
-            "channel_batches",
-            NonZeroU32::new(256).unwrap_or(NonZeroU32::MIN),
-        );
+        let dir = s
+            .key("dir", "Directory of the segment files.")
+            .default_text("`<data_dir>/wal`")
+            .example("/var/lib/weir/wal")
+            .opt::<PathBuf>();
+        let max_disk = s
+            .key("max_disk", "Disk budget of all segments together.")
+            .example("1 GiB")
+            .req::<ByteSize>("the WAL needs a disk budget, e.g. max_disk = \"1 GiB\"");
+        let on_full = s
+            .key(
+                "on_full",
+                "What happens at `max_disk`: sources wait, sources refuse, or the oldest data is deleted (a counted gap).",
+            )
+            .example("block")
+            .req::<OnFull>(
+                "there is no default because this decides what happens to acknowledged data when \
+                 the disk budget is full: \"block\" (sources wait until sinks catch up), \"reject\" \
+                 (sources refuse new data) or \"drop_oldest\" (the oldest data is deleted and every \
+                 sink that had not read it sees a counted gap)",
+            );
+        let segment_bytes = s
+            .key(
+                "segment_bytes",
+                "Size at which a segment is closed and a new one started; at most half of `max_disk`.",
+            )
+            .or(Self::DEFAULT_SEGMENT_BYTES);
+        let max_pending_bytes = s
+            .key(
+                "max_pending_bytes",
+                "Bytes of source batches admitted but not yet durable (the source → WAL channel's byte bound).",
+            )
+            .or(ByteSize::mib(8));
+        let mode = s
+            .key(
+                "sync",
+                "When appends are fsynced: before each is acknowledged, or every `sync_interval`.",
+            )
+            .or(SyncKey::Always);
+        let interval = s
+            .key(
+                "sync_interval",
+                "With `sync = \"interval\"`: how often appends are fsynced.",
+            )
+            .default_text("100ms with `sync = \"interval\"`")
+            .example("100ms")
+            .opt::<Duration>();
+        let channel_batches = s
+            .key("channel_batches", "Batches the source → WAL channel holds.")
+            .or(NonZeroU32::new(256).unwrap_or(NonZeroU32::MIN));
 
         let sync = match (mode, interval) {
             (SyncKey::Always, None) => SyncMode::Always,
@@ -177,16 +237,25 @@ impl WalConfig {
 /// `[quarantine]`: where records a sink cannot encode are kept, with the reason.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QuarantineConfig {
-    /// Directory. Default `<data_dir>/quarantine`.
+    /// `dir`: the directory.
     pub dir: PathBuf,
-    /// Disk budget; above it, quarantined records are dropped and counted. Default 256 MiB.
+    /// `max_disk`: the disk budget; above it, quarantined records are dropped and counted.
     pub max_disk: ByteSize,
 }
 
 impl QuarantineConfig {
     pub(super) fn parse(s: &mut Section<'_>, data_dir: Option<&PathBuf>) -> Option<Self> {
-        let dir = s.opt::<PathBuf>("dir");
-        let max_disk = s.or("max_disk", ByteSize::mib(256));
+        let dir = s
+            .key("dir", "Directory of the quarantined records.")
+            .default_text("`<data_dir>/quarantine`")
+            .example("/var/lib/weir/quarantine")
+            .opt::<PathBuf>();
+        let max_disk = s
+            .key(
+                "max_disk",
+                "Disk budget; above it, quarantined records are dropped and counted.",
+            )
+            .or(ByteSize::mib(256));
         let dir = match (dir, data_dir) {
             (Some(dir), _) => dir,
             (None, Some(data_dir)) => data_dir.join("quarantine"),

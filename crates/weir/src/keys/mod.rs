@@ -3,6 +3,10 @@
 //! - [`walk`]: a [`Section`] over one TOML table; reading a key marks it known, every
 //!   problem is recorded with its dotted path and the walk goes on, unknown keys are
 //!   reported with the allowed ones.
+//! - [`declare`]: [`Section::key`], the one declaration that reads a key and documents
+//!   it; the documenting walk ([`document`]) that lists a section's keys.
+//! - [`reference`]: those lists rendered as markdown tables, or one section as a
+//!   commented TOML example.
 //! - [`units`]: sizes ([`ByteSize`], `"8 MiB"`), durations ([`Duration`], `"30s"`),
 //!   and how a TOML value becomes a typed one ([`FromValue`](units::FromValue)).
 //! - [`error`]: [`ConfigError`] and [`ConfigErrors`].
@@ -13,13 +17,16 @@
 //! [`crate::config`], above the components; this module sits below them.
 
 pub mod bounds;
+pub mod declare;
 pub mod error;
 pub mod nats;
+pub mod reference;
 pub mod tls;
 pub mod units;
 pub mod walk;
 
 pub use self::bounds::{Bounds, QueueBound, times};
+pub use self::declare::{Key, KeyDoc, KeyRead, SectionDoc, document};
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::units::{ByteSize, Duration, format_bytes};
 pub use self::walk::{Diagnostics, Section, join};
@@ -38,14 +45,22 @@ pub fn check_env_name(s: &Section<'_>, key: &str, name: &str) {
 
 /// Reads a component's `type`: one of `built` (returned), or one of `not_built`
 /// (reported as not built yet, and returned so that its keys are still checked).
-/// Missing or unknown: reported with the choices and the closest one.
+/// Missing or unknown: reported with the choices and the closest one. `description`
+/// documents the key.
 pub fn read_type<'t>(
     s: &mut Section<'_>,
     built: &[&'t str],
     not_built: impl Iterator<Item = &'t str> + Clone,
     what: &str,
+    description: &'static str,
 ) -> Option<&'t str> {
-    let Some(value) = s.raw("type") else {
+    let quoted: Vec<String> = built.iter().map(|t| format!("{t:?}")).collect();
+    let declared = s
+        .key("type", description)
+        .required()
+        .example(built.first().copied().unwrap_or_default())
+        .raw(format!("one of {}", quoted.join(" | ")));
+    let Some(value) = declared else {
         s.error(
             "type",
             format!(
@@ -69,7 +84,6 @@ pub fn read_type<'t>(
         );
         return Some(t);
     }
-    let quoted: Vec<String> = built.iter().map(|t| format!("{t:?}")).collect();
     let all: Vec<&str> = built.iter().copied().chain(not_built).collect();
     let expected = format!("one of {}", quoted.join(", "));
     s.error("type", units::choice_mismatch(&expected, value, &all));

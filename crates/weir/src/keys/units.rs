@@ -1,5 +1,6 @@
-//! Leaf value types of the configuration: sizes, durations, addresses, and how each is
-//! read from a TOML value with a message that says what was expected and what was found.
+//! Leaf value types of the configuration: sizes, durations, addresses; how each is read
+//! from a TOML value with a message that says what was expected and what was found
+//! ([`FromValue`]), and how a default is written back for the reference ([`ToValue`]).
 
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroU64};
@@ -142,6 +143,10 @@ pub trait FromValue: Sized {
     /// What the key expects, for messages: `a size like "128 MiB"`.
     const EXPECTED: &'static str;
 
+    /// What the key takes, in a word or two, for the reference: `size ("8 MiB")`,
+    /// `duration ("30s")`, `one of "a" | "b"`.
+    const KIND: &'static str;
+
     /// Reads the value; the error is the message to print after the key's path.
     fn from_value(value: &Value) -> Result<Self, String>;
 }
@@ -179,6 +184,7 @@ pub fn choice_mismatch(expected: &str, value: &Value, choices: &[&str]) -> Strin
 
 impl FromValue for bool {
     const EXPECTED: &'static str = "true or false";
+    const KIND: &'static str = "boolean";
     fn from_value(value: &Value) -> Result<Self, String> {
         value
             .as_bool()
@@ -188,6 +194,7 @@ impl FromValue for bool {
 
 impl FromValue for String {
     const EXPECTED: &'static str = "a non-empty string";
+    const KIND: &'static str = "string";
     fn from_value(value: &Value) -> Result<Self, String> {
         match value.as_str() {
             Some(s) if !s.is_empty() => Ok(s.to_owned()),
@@ -198,6 +205,7 @@ impl FromValue for String {
 
 impl FromValue for PathBuf {
     const EXPECTED: &'static str = "a path (a non-empty string)";
+    const KIND: &'static str = "path";
     fn from_value(value: &Value) -> Result<Self, String> {
         match value.as_str() {
             Some(s) if !s.is_empty() => Ok(PathBuf::from(s)),
@@ -208,6 +216,7 @@ impl FromValue for PathBuf {
 
 impl FromValue for u64 {
     const EXPECTED: &'static str = "a whole number, 0 or more";
+    const KIND: &'static str = "integer ≥ 0";
     fn from_value(value: &Value) -> Result<Self, String> {
         value
             .as_integer()
@@ -218,6 +227,7 @@ impl FromValue for u64 {
 
 impl FromValue for f64 {
     const EXPECTED: &'static str = "a number, e.g. 0.1";
+    const KIND: &'static str = "number";
     fn from_value(value: &Value) -> Result<Self, String> {
         match value {
             Value::Float(f) if f.is_finite() => Ok(*f),
@@ -230,6 +240,7 @@ impl FromValue for f64 {
 
 impl FromValue for NonZeroU64 {
     const EXPECTED: &'static str = "a positive whole number";
+    const KIND: &'static str = "integer ≥ 1";
     fn from_value(value: &Value) -> Result<Self, String> {
         match value.as_integer() {
             Some(0) => Err(format!(
@@ -247,6 +258,7 @@ impl FromValue for NonZeroU64 {
 
 impl FromValue for NonZeroU32 {
     const EXPECTED: &'static str = "a positive whole number (at most 4294967295)";
+    const KIND: &'static str = "integer ≥ 1";
     fn from_value(value: &Value) -> Result<Self, String> {
         let wide = NonZeroU64::from_value(value)
             .map_err(|e| e.replace(NonZeroU64::EXPECTED, Self::EXPECTED))?;
@@ -256,6 +268,7 @@ impl FromValue for NonZeroU32 {
 
 impl FromValue for SocketAddr {
     const EXPECTED: &'static str = r#"an IP address and port like "127.0.0.1:9464""#;
+    const KIND: &'static str = r#"address ("IP:port")"#;
     fn from_value(value: &Value) -> Result<Self, String> {
         let text = value
             .as_str()
@@ -271,6 +284,7 @@ impl FromValue for SocketAddr {
 
 impl FromValue for ByteSize {
     const EXPECTED: &'static str = r#"a size like "128 MiB" (or a whole number of bytes)"#;
+    const KIND: &'static str = r#"size ("8 MiB")"#;
     fn from_value(value: &Value) -> Result<Self, String> {
         let bytes = match value {
             Value::Integer(i) => u64::try_from(*i).map_err(|_| mismatch(Self::EXPECTED, value))?,
@@ -304,6 +318,7 @@ fn parse_size(text: &str) -> Option<u64> {
 
 impl FromValue for Duration {
     const EXPECTED: &'static str = r#"a duration like "30s" or "100ms""#;
+    const KIND: &'static str = r#"duration ("30s")"#;
     fn from_value(value: &Value) -> Result<Self, String> {
         let duration = std::time::Duration::from_value(value)
             .map_err(|e| e.replace(std::time::Duration::EXPECTED, Self::EXPECTED))?;
@@ -319,6 +334,7 @@ impl FromValue for Duration {
 
 impl FromValue for std::time::Duration {
     const EXPECTED: &'static str = r#"a duration like "30s", "100ms" or "0s""#;
+    const KIND: &'static str = r#"duration ("30s", "0s" allowed)"#;
     fn from_value(value: &Value) -> Result<Self, String> {
         match value {
             Value::String(text) => humantime::parse_duration(text.trim())
@@ -332,167 +348,87 @@ impl FromValue for std::time::Duration {
     }
 }
 
-/// Implements [`FromValue`] for a fieldless enum written as one of a few strings, and
-/// `Serialize` as that same string.
-macro_rules! string_enum {
-    ($ty:ty { $first:literal => $first_variant:ident $(, $text:literal => $variant:ident)* $(,)? }) => {
-        impl $crate::keys::units::FromValue for $ty {
-            const EXPECTED: &'static str = concat!("one of \"", $first, "\"" $(, ", \"", $text, "\"")*);
-            fn from_value(value: &toml::Value) -> Result<Self, String> {
-                match value.as_str() {
-                    Some($first) => Ok(Self::$first_variant),
-                    $(Some($text) => Ok(Self::$variant),)*
-                    _ => Err($crate::keys::units::choice_mismatch(
-                        Self::EXPECTED,
-                        value,
-                        &[$first $(, $text)*],
-                    )),
-                }
-            }
-        }
-
-        impl $ty {
-            /// The name as written in the configuration.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    Self::$first_variant => $first,
-                    $(Self::$variant => $text,)*
-                }
-            }
-        }
-
-        impl serde::Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(self.as_str())
-            }
-        }
-
-        impl std::fmt::Display for $ty {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-pub(crate) use string_enum;
-
-/// Implements [`FromValue`] for an enum that another crate already deserializes with
-/// serde (weir-wal's `OnFull`, `StartFrom`): the value is read through the enum's own
-/// `Deserialize`, so the names are never copied and mapped by hand; the listed names
-/// only word the message and the "did you mean" hint.
-macro_rules! serde_enum {
-    ($ty:ty { $first:literal $(, $text:literal)* $(,)? }) => {
-        impl $crate::keys::units::FromValue for $ty {
-            const EXPECTED: &'static str = concat!("one of \"", $first, "\"" $(, ", \"", $text, "\"")*);
-            fn from_value(value: &toml::Value) -> Result<Self, String> {
-                <$ty as serde::Deserialize>::deserialize(value.clone()).map_err(|_| {
-                    $crate::keys::units::choice_mismatch(Self::EXPECTED, value, &[$first $(, $text)*])
-                })
-            }
-        }
-    };
+/// How a configuration value is written back as TOML: a default as the reference and
+/// `weir config example` show it. `T::from_value(&x.to_value())` reads `x` back.
+pub trait ToValue {
+    /// The TOML value that reads back as `self`.
+    fn to_value(&self) -> Value;
 }
 
-serde_enum!(weir_wal::OnFull { "block", "reject", "drop_oldest" });
-serde_enum!(weir_wal::StartFrom { "earliest", "latest" });
+impl ToValue for bool {
+    fn to_value(&self) -> Value {
+        Value::Boolean(*self)
+    }
+}
+
+impl ToValue for String {
+    fn to_value(&self) -> Value {
+        Value::String(self.clone())
+    }
+}
+
+impl ToValue for PathBuf {
+    fn to_value(&self) -> Value {
+        Value::String(self.display().to_string())
+    }
+}
+
+impl ToValue for u64 {
+    fn to_value(&self) -> Value {
+        Value::Integer(i64::try_from(*self).unwrap_or(i64::MAX))
+    }
+}
+
+impl ToValue for f64 {
+    fn to_value(&self) -> Value {
+        Value::Float(*self)
+    }
+}
+
+impl ToValue for NonZeroU64 {
+    fn to_value(&self) -> Value {
+        self.get().to_value()
+    }
+}
+
+impl ToValue for NonZeroU32 {
+    fn to_value(&self) -> Value {
+        Value::Integer(self.get().into())
+    }
+}
+
+impl ToValue for SocketAddr {
+    fn to_value(&self) -> Value {
+        Value::String(self.to_string())
+    }
+}
+
+impl ToValue for ByteSize {
+    /// `"8 MiB"` when that is exact, else the number of bytes.
+    fn to_value(&self) -> Value {
+        let text = format_bytes(self.bytes());
+        if parse_size(&text) == Some(self.bytes()) {
+            Value::String(text)
+        } else {
+            self.bytes().to_value()
+        }
+    }
+}
+
+impl ToValue for Duration {
+    fn to_value(&self) -> Value {
+        Value::String(self.to_string())
+    }
+}
+
+impl ToValue for std::time::Duration {
+    fn to_value(&self) -> Value {
+        Value::String(humantime::format_duration(*self).to_string())
+    }
+}
+
+mod enums;
+pub(crate) use self::enums::string_enum;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn size(value: Value) -> Result<u64, String> {
-        ByteSize::from_value(&value).map(ByteSize::bytes)
-    }
-
-    fn duration(text: &str) -> Result<std::time::Duration, String> {
-        Duration::from_value(&Value::String(text.to_owned())).map(Duration::get)
-    }
-
-    #[test]
-    fn sizes_accept_units_integers_and_fractions() {
-        assert_eq!(size("8 MiB".into()), Ok(8 * 1024 * 1024));
-        assert_eq!(size("8MiB".into()), Ok(8 * 1024 * 1024));
-        assert_eq!(size("8 mib".into()), Ok(8 * 1024 * 1024));
-        assert_eq!(size("1 GB".into()), Ok(1_000_000_000));
-        assert_eq!(size("1.5 KiB".into()), Ok(1536));
-        assert_eq!(size(" 64 KiB ".into()), Ok(65536));
-        assert_eq!(size("4096".into()), Ok(4096));
-        assert_eq!(size(Value::Integer(4096)), Ok(4096));
-    }
-
-    #[test]
-    fn sizes_refuse_zero_negatives_garbage_and_overflow() {
-        let lots = size("lots".into()).unwrap_err();
-        assert_eq!(
-            lots,
-            r#"expected a size like "128 MiB" (or a whole number of bytes), found "lots""#
-        );
-        assert!(
-            size(Value::Integer(0))
-                .unwrap_err()
-                .contains("at least 1 byte")
-        );
-        assert!(
-            size("0 MiB".into())
-                .unwrap_err()
-                .contains("at least 1 byte")
-        );
-        assert!(size(Value::Integer(-1)).is_err());
-        assert!(size("-1 MiB".into()).is_err());
-        assert!(size("8 MiBs".into()).is_err());
-        assert!(size("".into()).is_err());
-        assert!(size(Value::Float(1.5)).is_err());
-        assert!(size("99999999999 EiB".into()).is_err());
-    }
-
-    #[test]
-    fn durations_accept_humantime_and_refuse_bare_numbers_and_zero() {
-        assert_eq!(duration("30s"), Ok(std::time::Duration::from_secs(30)));
-        assert_eq!(duration("100ms"), Ok(std::time::Duration::from_millis(100)));
-        assert_eq!(duration("1h 30m"), Ok(std::time::Duration::from_secs(5400)));
-        assert!(duration("0s").unwrap_err().contains("longer than zero"));
-        assert!(
-            duration("soon")
-                .unwrap_err()
-                .starts_with("expected a duration like \"30s\"")
-        );
-        let bare = Duration::from_value(&Value::Integer(30)).unwrap_err();
-        assert!(bare.contains("write the unit, e.g. \"30s\""), "{bare}");
-        assert_eq!(
-            std::time::Duration::from_value(&Value::String("0s".into())),
-            Ok(std::time::Duration::ZERO)
-        );
-    }
-
-    #[test]
-    fn positive_integers_explain_zero() {
-        assert!(
-            NonZeroU64::from_value(&Value::Integer(0))
-                .unwrap_err()
-                .contains("at least 1")
-        );
-        assert!(NonZeroU32::from_value(&Value::Integer(1 << 40)).is_err());
-        assert_eq!(
-            NonZeroU32::from_value(&Value::Integer(7)).map(NonZeroU32::get),
-            Ok(7)
-        );
-        assert_eq!(u64::from_value(&Value::Integer(0)), Ok(0));
-        assert!(u64::from_value(&Value::String("5".into())).is_err());
-    }
-
-    #[test]
-    fn addresses_must_be_ip_and_port() {
-        assert!(SocketAddr::from_value(&Value::String("127.0.0.1:9464".into())).is_ok());
-        let named = SocketAddr::from_value(&Value::String("localhost:9464".into())).unwrap_err();
-        assert!(named.contains("write an IP address"), "{named}");
-    }
-
-    #[test]
-    fn formats_bytes_exactly_when_whole() {
-        assert_eq!(format_bytes(512), "512 B");
-        assert_eq!(format_bytes(8 * 1024 * 1024), "8 MiB");
-        assert_eq!(format_bytes(1536), "1.5 KiB");
-        assert_eq!(format_bytes(3 * 1024 * 1024 * 1024), "3 GiB");
-        assert_eq!(format_bytes(u64::MAX), "16.0 EiB");
-    }
-}
+mod tests;

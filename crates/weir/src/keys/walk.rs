@@ -3,22 +3,88 @@
 //!
 //! A [`Section`] wraps one TOML table. Reading a key marks it known; [`Section::finish`]
 //! reports every key nobody asked for as unknown, listing the known ones, so the list of
-//! allowed keys in an error can never drift from what is actually read.
+//! allowed keys in an error can never drift from what is actually read. Keys are
+//! declared and read with [`Section::key`] ([`super::declare`]).
+//!
+//! The same walk runs in three modes, chosen by its [`Diagnostics`]: parsing (the
+//! default), documenting (over an empty table, every declaration is collected as a
+//! [`KeyDoc`]) and recording (every key read is collected as a [`KeyRead`], for the test
+//! that each of them is documented).
 
 use std::cell::RefCell;
 
 use toml::{Table, Value};
 
+use super::declare::{Key, KeyDoc, KeyRead};
 use super::error::ConfigError;
-use super::units::{FromValue, describe};
+use super::units::{FromValue, ToValue, describe};
 
-/// Collects errors during a walk.
+/// Collects errors during a walk, and, in the documenting or recording mode, the keys
+/// declared or read.
 #[derive(Debug, Default)]
 pub struct Diagnostics {
     errors: RefCell<Vec<ConfigError>>,
+    mode: Mode,
+}
+
+/// What a walk collects besides errors.
+#[derive(Debug, Default)]
+enum Mode {
+    /// Nothing: a configuration is being read.
+    #[default]
+    Parse,
+    /// Every key declared, for the reference.
+    Document(RefCell<Vec<KeyDoc>>),
+    /// Every key read, for the test that each is documented.
+    Record(RefCell<Vec<KeyRead>>),
 }
 
 impl Diagnostics {
+    /// A documenting walk: each declaration is collected ([`Self::take_docs`]) and a
+    /// sub-table is walked even when it is absent, so that its keys are declared too.
+    pub fn documenting() -> Self {
+        Self {
+            errors: RefCell::default(),
+            mode: Mode::Document(RefCell::default()),
+        }
+    }
+
+    /// A recording walk: each key read is collected ([`Self::take_reads`]).
+    pub fn recording() -> Self {
+        Self {
+            errors: RefCell::default(),
+            mode: Mode::Record(RefCell::default()),
+        }
+    }
+
+    /// Whether this is a documenting walk.
+    pub fn is_documenting(&self) -> bool {
+        matches!(self.mode, Mode::Document(_))
+    }
+
+    /// Adds a declaration (documenting walks only).
+    pub(super) fn declare(&self, doc: impl FnOnce() -> KeyDoc) {
+        if let Mode::Document(docs) = &self.mode {
+            docs.borrow_mut().push(doc());
+        }
+    }
+
+    /// The keys declared so far, in declaration order (empty unless documenting).
+    pub fn take_docs(&self) -> Vec<KeyDoc> {
+        match &self.mode {
+            Mode::Document(docs) => docs.take(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The keys read so far, in reading order (empty unless recording).
+    pub fn take_reads(&self) -> Vec<KeyRead> {
+        match &self.mode {
+            Mode::Record(reads) => reads.take(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Records an error about the key at `path`.
     pub fn error(&self, path: &str, message: impl Into<String>) {
         self.errors.borrow_mut().push(ConfigError::Key {
@@ -54,6 +120,12 @@ pub fn join(parent: &str, key: &str) -> String {
 /// One TOML table being read.
 pub struct Section<'a> {
     path: String,
+    /// The path of the section whose reference lists this table's keys (a component's
+    /// `sources.NAME`, `wal`); this table's own path for such a section.
+    documented: String,
+    /// This table's place in that section: empty for the section itself, `rotate` for
+    /// its sub-table, `topics[]` for an element of a list of tables.
+    prefix: String,
     table: &'a Table,
     known: Vec<&'static str>,
     diag: &'a Diagnostics,
@@ -67,11 +139,58 @@ impl<'a> Section<'a> {
     /// A section over `table`, whose own path is `path` (empty for the root).
     pub fn new(path: String, table: &'a Table, diag: &'a Diagnostics) -> Self {
         Self {
+            documented: path.clone(),
             path,
+            prefix: String::new(),
             table,
             known: Vec::new(),
             diag,
         }
+    }
+
+    /// The section `table` inside this one, at `path`, whose keys the reference lists
+    /// under `prefix`.
+    fn nested(&self, path: String, prefix: String, table: &'a Table) -> Section<'a> {
+        Section {
+            path,
+            documented: self.documented.clone(),
+            prefix,
+            table,
+            known: Vec::new(),
+            diag: self.diag,
+        }
+    }
+
+    /// Element `index` of the list of tables `key` (`topics[2]`); the reference lists
+    /// its keys as `key[].child`.
+    pub fn element(&self, key: &str, index: usize, table: &'a Table) -> Section<'a> {
+        let path = format!("{}[{index}]", self.key_path(key));
+        self.nested(path, format!("{}[]", join(&self.prefix, key)), table)
+    }
+
+    /// In a documenting walk, an empty element of the list of tables `key`, for the
+    /// parse code to read so that the keys of its elements are declared; `None` when
+    /// parsing.
+    pub fn element_template(&self, key: &str) -> Option<Section<'a>> {
+        self.is_documenting().then(|| self.element(key, 0, &EMPTY))
+    }
+
+    /// Declares the key `key` of this section, with a one-line description of what it
+    /// does, and returns the declaration, to be read by one of its methods
+    /// ([`Key::or`], [`Key::opt`], [`Key::req`], [`Key::list`], [`Key::table`],
+    /// [`Key::raw`]).
+    pub fn key<'s>(&'s mut self, key: &'static str, description: &'static str) -> Key<'s, 'a> {
+        Key::new(self, key, description)
+    }
+
+    /// Whether this is a documenting walk (over an empty table, collecting declarations).
+    pub fn is_documenting(&self) -> bool {
+        self.diag.is_documenting()
+    }
+
+    /// The name the reference gives `key` of this section: `rotate.bytes`.
+    pub(super) fn doc_name(&self, key: &str) -> String {
+        join(&self.prefix, key)
     }
 
     /// The dotted path of `key` in this section.
@@ -104,22 +223,44 @@ impl<'a> Section<'a> {
         self.diag.error(&self.path, message);
     }
 
-    /// The raw value of `key`, marking the key as known.
+    /// The raw value of `key`, marking the key as known, without declaring it: a key
+    /// read only this way is missing from the reference (a test fails on it). Declare
+    /// keys with [`Section::key`]; this is for checks on a declared key.
     pub fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
         if !self.known.contains(&key) {
             self.known.push(key);
+            if let Mode::Record(reads) = &self.diag.mode {
+                reads.borrow_mut().push(KeyRead {
+                    section: self.documented.clone(),
+                    key: self.doc_name(key),
+                });
+            }
         }
         self.table.get(key)
     }
 
-    /// Whether `key` is present (and marks it known).
+    /// Whether `key` is present (and marks it known, as [`Section::raw`] does).
     pub fn has(&mut self, key: &'static str) -> bool {
         self.raw(key).is_some()
     }
 
-    /// Reads an optional key: `None` when absent or invalid (the error is recorded).
-    pub fn opt<T: FromValue>(&mut self, key: &'static str) -> Option<T> {
-        let value = self.raw(key)?;
+    /// A key this section never takes, though a reader might expect it (a key another
+    /// type has, or one that was removed): when present, `message` says why it is
+    /// refused. It is allowed in the sense that it is not reported as unknown; it is not
+    /// a key of the reference.
+    pub fn refuse(&mut self, key: &'static str, message: &str) {
+        if !self.known.contains(&key) {
+            self.known.push(key);
+        }
+        if self.table.contains_key(key) {
+            self.error(key, message);
+        }
+    }
+
+    /// Reads `value`, the value of `key`, as a `T`: `None` when it is not one (the
+    /// error is recorded at `key`). For a key declared with [`Key::raw`] whose type
+    /// depends on another key.
+    pub fn convert<T: FromValue>(&self, key: &str, value: &Value) -> Option<T> {
         match T::from_value(value) {
             Ok(parsed) => Some(parsed),
             Err(message) => {
@@ -129,53 +270,43 @@ impl<'a> Section<'a> {
         }
     }
 
-    /// Reads a key with a default: the default when absent, and also when invalid (the
-    /// error is recorded, so the configuration is refused anyway).
-    pub fn or<T: FromValue>(&mut self, key: &'static str, default: T) -> T {
-        self.opt(key).unwrap_or(default)
+    /// Reads an optional key declared without a description: `None` when absent or
+    /// invalid (the error is recorded). The shorthand of code not converted to
+    /// [`Section::key`] yet (its keys are listed in the reference with no description,
+    /// and a test fails on that): new code declares its keys.
+    pub fn opt<T: FromValue>(&mut self, key: &'static str) -> Option<T> {
+        self.key(key, "").opt()
     }
 
-    /// Reads a required key; a missing key is reported with `hint` appended.
+    /// Reads a key with a default, declared without a description (see
+    /// [`Section::opt`]): the default when absent, and also when invalid (the error is
+    /// recorded, so the configuration is refused anyway).
+    pub fn or<T: FromValue + ToValue>(&mut self, key: &'static str, default: T) -> T {
+        self.key(key, "").or(default)
+    }
+
+    /// Reads a required key declared without a description (see [`Section::opt`]); a
+    /// missing key is reported with `hint` appended.
     pub fn req<T: FromValue>(&mut self, key: &'static str, hint: &str) -> Option<T> {
-        if !self.has(key) {
-            let mut message = format!("missing required key (expected {})", T::EXPECTED);
-            if !hint.is_empty() {
-                message.push_str("; ");
-                message.push_str(hint);
-            }
-            self.error(key, message);
-            return None;
-        }
-        self.opt(key)
+        self.key(key, "").req(hint)
     }
 
-    /// Reads the tag of a tagged table (`type = "parquet"`): one error when missing or
-    /// not one of `choices`, with a suggestion for a typo.
-    pub fn tag<T: FromValue>(&mut self, key: &'static str, choices: &[&str]) -> Option<T> {
-        let Some(value) = self.raw(key) else {
-            self.error(
-                key,
-                format!(
-                    "missing required key; expected one of: {}",
-                    choices.join(", ")
-                ),
-            );
-            return None;
-        };
-        // The tag's FromValue already suggests the closest choice for a typo.
-        match T::from_value(value) {
-            Ok(tag) => Some(tag),
-            Err(message) => {
-                self.error(key, message);
-                None
-            }
-        }
-    }
-
-    /// Reads a list, reporting a bad element at `key[i]`. `None` when absent or when any
-    /// element is invalid.
+    /// Reads a list declared without a description (see [`Section::opt`]), reporting a
+    /// bad element at `key[i]`. `None` when absent or when any element is invalid.
     pub fn list<T: FromValue>(&mut self, key: &'static str) -> Option<Vec<T>> {
-        let value = self.raw(key)?;
+        self.key(key, "").list()
+    }
+
+    /// The sub-table `key`, declared without a description (see [`Section::opt`]):
+    /// `None` when absent, or when it is not a table (recorded).
+    pub fn table(&mut self, key: &'static str) -> Option<Section<'a>> {
+        self.key(key, "").table()
+    }
+
+    /// Reads `value`, the value of the list `key`, reporting a bad element at `key[i]`.
+    /// `None` when any element is invalid. For a list declared with [`Key::raw`] that
+    /// is checked before it is read.
+    pub fn read_list<T: FromValue>(&self, key: &str, value: &Value) -> Option<Vec<T>> {
         let Some(array) = value.as_array() else {
             self.error(
                 key,
@@ -202,25 +333,33 @@ impl<'a> Section<'a> {
         ok.then_some(items)
     }
 
-    /// The sub-table `key`: `None` when absent, or when it is not a table (recorded).
-    pub fn table(&mut self, key: &'static str) -> Option<Section<'a>> {
-        let value = self.raw(key)?;
-        match value.as_table() {
-            Some(table) => Some(Section::new(self.key_path(key), table, self.diag)),
-            None => {
-                self.error(key, format!("expected a table, found {}", describe(value)));
-                None
-            }
-        }
+    /// The sub-table `key` whose value is `value` (an empty one for `None`): `None` when
+    /// it is not a table (recorded).
+    pub(super) fn sub_table(&self, key: &str, value: Option<&'a Value>) -> Option<Section<'a>> {
+        let table = self.table_of(key, value)?;
+        Some(self.nested(self.key_path(key), self.doc_name(key), table))
     }
 
-    /// The sub-table `key`, or an empty one when it is absent (so its required keys are
-    /// reported), or `None` when it is not a table (recorded).
+    /// The section `key` of the file (`[wal]`), or an empty one when it is absent (so
+    /// its required keys are reported), or `None` when it is not a table (recorded).
     pub fn table_or_empty(&mut self, key: &'static str) -> Option<Section<'a>> {
-        if self.has(key) {
-            self.table(key)
-        } else {
-            Some(Section::new(self.key_path(key), &EMPTY, self.diag))
+        let value = self.raw(key);
+        let table = self.table_of(key, value)?;
+        Some(Section::new(self.key_path(key), table, self.diag))
+    }
+
+    /// `value`, the value of `key`, as a table (an empty one for `None`): `None` when it
+    /// is not a table (recorded).
+    fn table_of(&self, key: &str, value: Option<&'a Value>) -> Option<&'a Table> {
+        match value {
+            None => Some(&EMPTY),
+            Some(value) => {
+                let table = value.as_table();
+                if table.is_none() {
+                    self.error(key, format!("expected a table, found {}", describe(value)));
+                }
+                table
+            }
         }
     }
 
@@ -317,19 +456,30 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// Tests: parses `text` as the section `path` with `parse` (a component's key parser,
 /// given the section and its name, the last part of `path`); returns what it built and
-/// every error, as strings.
+/// every error, as strings. Fails when `parse` reads a key that its documenting walk
+/// does not declare (the reference would not list it).
 #[cfg(test)]
 pub(crate) fn parse_section<T>(
     path: &str,
     text: &str,
-    parse: impl FnOnce(&mut Section<'_>, &str) -> Option<T>,
+    parse: impl Fn(&mut Section<'_>, &str) -> Option<T>,
 ) -> (Option<T>, Vec<String>) {
     let table: toml::Table = toml::from_str(text).expect("test TOML");
-    let diag = Diagnostics::default();
+    let diag = Diagnostics::recording();
     let mut s = Section::new(path.into(), &table, &diag);
     let name = path.rsplit('.').next().unwrap_or(path);
     let config = parse(&mut s, name);
     s.finish();
+    let documented = super::declare::document(|mut s| {
+        parse(&mut s, name);
+    });
+    for read in diag.take_reads() {
+        assert!(
+            documented.iter().any(|key| key.name == read.key),
+            "{path}: `{}` is read but its documenting walk does not declare it",
+            read.key
+        );
+    }
     let errors = diag
         .into_errors()
         .into_iter()
@@ -339,69 +489,4 @@ pub(crate) fn parse_section<T>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn joins_and_quotes_paths() {
-        assert_eq!(join("", "runtime"), "runtime");
-        assert_eq!(join("sinks", "lake"), "sinks.lake");
-        assert_eq!(join("sources", "my src"), "sources.\"my src\"");
-    }
-
-    #[test]
-    fn unknown_keys_list_the_allowed_ones_and_suggest() {
-        let table: Table = "bytes = 1\nrotat = 2\nzzz = 3".parse().expect("valid TOML");
-        let diag = Diagnostics::default();
-        let mut section = Section::new("sinks.lake".into(), &table, &diag);
-        let _ = section.opt::<u64>("bytes");
-        let _ = section.opt::<u64>("rotate");
-        section.finish();
-        let errors: Vec<String> = diag.into_errors().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            errors,
-            [
-                "sinks.lake.rotat: unknown key (did you mean `rotate`?); allowed keys here: bytes, rotate",
-                "sinks.lake.zzz: unknown key; allowed keys here: bytes, rotate",
-            ]
-        );
-    }
-
-    #[test]
-    fn list_errors_name_the_element() {
-        let table: Table = r#"inputs = ["a", 3, ""]"#.parse().expect("valid TOML");
-        let diag = Diagnostics::default();
-        let mut section = Section::new("sinks.lake".into(), &table, &diag);
-        assert_eq!(section.list::<String>("inputs"), None);
-        let paths: Vec<String> = diag
-            .into_errors()
-            .iter()
-            .filter_map(|e| e.path().map(str::to_owned))
-            .collect();
-        assert_eq!(paths, ["sinks.lake.inputs[1]", "sinks.lake.inputs[2]"]);
-    }
-
-    #[test]
-    fn missing_required_keys_carry_the_hint() {
-        let table = Table::new();
-        let diag = Diagnostics::default();
-        let mut section = Section::new("wal".into(), &table, &diag);
-        assert_eq!(section.req::<u64>("segments", "pick one"), None);
-        let errors = diag.into_errors();
-        assert_eq!(
-            errors[0].to_string(),
-            "wal.segments: missing required key (expected a whole number, 0 or more); pick one"
-        );
-    }
-
-    #[test]
-    fn edit_distance_counts_single_edits() {
-        assert_eq!(edit_distance("rotat", "rotate"), 1);
-        assert_eq!(edit_distance("parket", "parquet"), 2);
-        assert_eq!(edit_distance("gne", "gen"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(closest("qqqq", &["rotate"]), None);
-        assert_eq!(closest("path", &["rate"]), None);
-        assert_eq!(closest("parket", &["file", "parquet"]), Some("parquet"));
-    }
-}
+mod tests;

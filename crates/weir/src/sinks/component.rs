@@ -17,9 +17,13 @@ pub trait SinkKeys: Sized {
     /// The value of `type` that selects it.
     const TYPE: &'static str;
 
-    /// Reads the type's own keys (the keys every sink has are already read). Every
-    /// problem is recorded in the section; `None` when a required key is missing or
-    /// wrong.
+    /// What it does, in one line, for the reference: its heading's first line.
+    const ABOUT: &'static str = "";
+
+    /// Reads the type's own keys (the keys every sink has are already read), each
+    /// declared with [`Section::key`](crate::keys::Section::key) so that the reference
+    /// lists it. Every problem is recorded in the section; `None` when a required key
+    /// is missing or wrong.
     fn parse(s: &mut Section<'_>) -> Option<Self>;
 
     /// Its buffers and their bounds, for the memory inventory (beyond the driver

@@ -11,26 +11,26 @@ use super::{NOT_BUILT, SinkKind, TYPES};
 use crate::keys::walk::closest;
 use crate::keys::{ByteSize, Duration, Section, read_type};
 
-/// One configured sink: the keys every sink has, and its type's own.
+/// One configured sink: the keys every sink has, and its type's own. The keys are
+/// declared where they are parsed (`weir config reference` lists them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SinkConfig {
-    /// Source names this sink reads. Required, not empty, each a configured source.
+    /// `inputs`: the source names this sink reads (not empty, each configured).
     pub inputs: Vec<String>,
-    /// Whether WAL retention waits for this sink. Default true.
+    /// `required`: whether WAL retention waits for this sink.
     pub required: bool,
-    /// A required sink further behind than this is evicted from retention (a counted
-    /// loss for this sink only). Only for required sinks.
+    /// `max_lag`: how far behind a required sink may fall before it is evicted from
+    /// retention.
     pub max_lag: Option<MaxLag>,
-    /// Where a sink with no cursor starts. Default `earliest`.
+    /// `start_from`: where a sink with no cursor starts.
     pub start_from: StartFrom,
-    /// Records per WAL read. Default 1024.
+    /// `read_batch_records`: records per WAL read.
     pub read_batch_records: NonZeroU32,
-    /// Bytes per WAL read (a single larger record is still read alone). Default 1 MiB.
+    /// `read_batch_bytes`: bytes per WAL read.
     pub read_batch_bytes: ByteSize,
-    /// Read batches the driver channel holds; its byte cap is `channel_batches ×
-    /// read_batch_bytes`. Default 2.
+    /// `channel_batches`: read batches the driver channel holds.
     pub channel_batches: NonZeroU32,
-    /// Backoff between retries of a failed write.
+    /// `retry`: backoff between retries of a failed write.
     pub retry: Retry,
     /// The sink type and its own keys.
     #[serde(flatten)]
@@ -40,18 +40,18 @@ pub struct SinkConfig {
 /// `max_lag = { bytes, age }`: at least one of the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MaxLag {
-    /// Largest distance, in WAL bytes, behind the durable end.
+    /// `max_lag.bytes`: the largest distance, in WAL bytes, behind the durable end.
     pub bytes: Option<ByteSize>,
-    /// Largest age of the oldest unread record.
+    /// `max_lag.age`: the largest age of the oldest unread record.
     pub age: Option<Duration>,
 }
 
 /// `retry = { initial, max }`: exponential backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Retry {
-    /// First delay. Default 100 ms.
+    /// `retry.initial`: the first delay.
     pub initial: Duration,
-    /// Largest delay. Default 30 s.
+    /// `retry.max`: the largest delay.
     pub max: Duration,
 }
 
@@ -62,20 +62,53 @@ impl SinkConfig {
     /// Reads one sink. Unknown keys are reported only when the type is known.
     /// `sources` are the names under `[sources]`, whether or not they parsed.
     pub fn parse(mut s: Section<'_>, sources: &[&str]) -> Option<Self> {
-        let type_name = read_type(&mut s, TYPES, NOT_BUILT.iter().map(|(t, _)| *t), "sink");
+        let type_name = read_type(
+            &mut s,
+            TYPES,
+            NOT_BUILT.iter().map(|(t, _)| *t),
+            "sink",
+            "The sink type: its own keys are listed under its name below.",
+        );
         let inputs = parse_inputs(&mut s, sources);
-        let required = s.or("required", true);
-        let max_lag = s.table("max_lag").and_then(parse_max_lag);
+        let required = s
+            .key(
+                "required",
+                "Whether WAL retention waits for this sink (false: it falls behind into a counted gap instead).",
+            )
+            .or(true);
+        let max_lag = s
+            .key(
+                "max_lag",
+                "A required sink further behind than this is evicted from retention (a counted loss for this sink only).",
+            )
+            .default_text("no limit")
+            .table()
+            .and_then(parse_max_lag);
         if max_lag.is_some() && !required {
             s.error("max_lag", "only applies to required sinks; a sink with required = false never holds WAL retention");
         }
-        let start_from = s.or("start_from", StartFrom::Earliest);
-        let read_batch_records = s.or(
-            "read_batch_records",
-            NonZeroU32::new(1024).expect("1024 > 0"),
-        );
-        let read_batch_bytes = s.or("read_batch_bytes", Self::DEFAULT_READ_BATCH_BYTES);
-        let channel_batches = s.or("channel_batches", NonZeroU32::new(2).expect("2 > 0"));
+        let start_from = s
+            .key(
+                "start_from",
+                "Where a sink with no cursor starts in the WAL.",
+            )
+            .or(StartFrom::Earliest);
+        let read_batch_records = s
+            .key("read_batch_records", "Records per WAL read.")
+            .unit("records")
+            .or(NonZeroU32::new(1024).expect("1024 > 0"));
+        let read_batch_bytes = s
+            .key(
+                "read_batch_bytes",
+                "Bytes per WAL read (a single larger record is still read alone).",
+            )
+            .or(Self::DEFAULT_READ_BATCH_BYTES);
+        let channel_batches = s
+            .key(
+                "channel_batches",
+                "Read batches the driver channel holds; its byte bound is `channel_batches × read_batch_bytes`.",
+            )
+            .or(NonZeroU32::new(2).expect("2 > 0"));
         let retry = parse_retry(&mut s);
         // Unknown keys are reported only when the type is known: otherwise every key
         // of the type would look unknown.
@@ -108,16 +141,19 @@ impl SinkConfig {
 }
 
 fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
-    if !s.has("inputs") {
+    let declared = s
+        .key("inputs", "Names of the sources this sink reads.")
+        .required()
+        .example(vec!["gen"])
+        .raw("list of source names");
+    let Some(value) = declared else {
         s.error(
             "inputs",
             r#"missing required key (expected a list of source names, e.g. inputs = ["gen"])"#,
         );
         return None;
-    }
-    if let Some(value) = s.raw("inputs")
-        && !value.is_array()
-    {
+    };
+    if !value.is_array() {
         let hint = value
             .as_str()
             .map_or_else(String::new, |name| format!(": write inputs = [{name:?}]"));
@@ -130,7 +166,7 @@ fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
         );
         return None;
     }
-    let inputs = s.list::<String>("inputs")?;
+    let inputs = s.read_list::<String>("inputs", value)?;
     if inputs.is_empty() {
         s.error(
             "inputs",
@@ -165,8 +201,17 @@ fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
 
 fn parse_max_lag(mut t: Section<'_>) -> Option<MaxLag> {
     let lag = MaxLag {
-        bytes: t.opt("bytes"),
-        age: t.opt("age"),
+        bytes: t
+            .key(
+                "bytes",
+                "Largest distance, in WAL bytes, behind the durable end.",
+            )
+            .example("1 GiB")
+            .opt(),
+        age: t
+            .key("age", "Largest age of the oldest record not yet read.")
+            .example("1h")
+            .opt(),
     };
     let given = t.has("bytes") || t.has("age");
     if !given {
@@ -183,12 +228,18 @@ fn parse_retry(s: &mut Section<'_>) -> Retry {
         initial: Duration::millis(100),
         max: Duration::secs(30),
     };
-    let Some(mut t) = s.table("retry") else {
+    let declared = s
+        .key(
+            "retry",
+            "Exponential backoff between retries of a failed write.",
+        )
+        .table();
+    let Some(mut t) = declared else {
         return default;
     };
     let retry = Retry {
-        initial: t.or("initial", default.initial),
-        max: t.or("max", default.max),
+        initial: t.key("initial", "First delay.").or(default.initial),
+        max: t.key("max", "Largest delay.").or(default.max),
     };
     if retry.initial > retry.max && !t.failed(&["initial", "max"]) {
         t.error(

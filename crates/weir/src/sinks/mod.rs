@@ -36,7 +36,7 @@ use serde::Serialize;
 
 pub use self::component::{OpenSink, SinkContext, SinkKeys};
 pub use self::config::{MaxLag, Retry, SinkConfig};
-use crate::keys::{Bounds, Section};
+use crate::keys::{Bounds, Section, SectionDoc, document};
 use crate::pipeline::{self, SinkBatch, SinkError, Unencodable, Written};
 
 /// Declares the sink types `weir run` drives: the [`SinkKind`] enum of their
@@ -65,6 +65,28 @@ macro_rules! registry {
 
         /// The `type` values of the sinks `weir run` drives.
         pub const TYPES: &[&str] = &[$(<$config as SinkKeys>::TYPE),+];
+
+        /// The reference of the sinks: the keys every sink has, then each type's own
+        /// (those not built yet last), from the documenting walk of their parse
+        /// functions.
+        pub fn reference() -> Vec<SectionDoc> {
+            let built = [$((
+                <$config as SinkKeys>::TYPE,
+                <$config as SinkKeys>::ABOUT,
+                document(|mut s| {
+                    <$config as SinkKeys>::parse(&mut s);
+                }),
+            )),+];
+            let not_built = NOT_BUILT.iter().map(|(type_name, parse)| {
+                (*type_name, document(|mut s| {
+                    parse(&mut s);
+                }))
+            });
+            let common = document(|s| {
+                SinkConfig::parse(s, &[]);
+            });
+            SectionDoc::components(HEADER, "The keys every sink has, whatever its type.", common, built, not_built)
+        }
 
         impl SinkKind {
             fn parse(type_name: &str, s: &mut Section<'_>) -> Option<Self> {
@@ -148,6 +170,9 @@ registry! {
     Http => http::HttpSinkConfig,
     Nats => nats::NatsSinkConfig,
 }
+
+/// The header of a sink's section, as the reference shows it.
+const HEADER: &str = "[sinks.NAME]";
 
 /// Reads the keys of a sink type that is not built yet; whether they were valid.
 type ParseKeys = fn(&mut Section<'_>) -> bool;

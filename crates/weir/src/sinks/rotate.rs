@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::keys::units::FromValue;
+use crate::keys::units::{FromValue, ToValue};
 use crate::keys::{ByteSize, Duration, Section};
 
 /// The rotation age of Parquet files and objects when `rotate.age` is not set.
@@ -17,16 +17,15 @@ pub const DEFAULT_MAX_WAL_SHARE: Share = Share(50);
 /// one started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Rotate {
-    /// Size of an output file. Default 128 MiB.
+    /// `rotate.bytes`: the size of an output file.
     pub bytes: ByteSize,
-    /// Age of an output file; files are readable only once closed.
+    /// `rotate.age`: the age of an output file; files are readable only once closed.
     pub age: Option<Duration>,
-    /// Budget-aware rotation, for sinks whose cursor waits until a file is closed
-    /// (Parquet, object store): the open file is closed early once the WAL bytes it
-    /// covers (from its first record to the last one handed to it) reach this share of
-    /// `wal.max_disk`, so that a
-    /// healthy but buffering sink never fills the WAL (under `on_full = "block"` it
-    /// would stall every source). Default 50%.
+    /// `rotate.max_wal_share`: budget-aware rotation, for sinks whose cursor waits until
+    /// a file is closed (Parquet, object store): the open file is closed early once the
+    /// WAL bytes it covers (from its first record to the last one handed to it) reach
+    /// this share of `wal.max_disk`, so that a healthy but buffering sink never fills
+    /// the WAL (under `on_full = "block"` it would stall every source).
     pub max_wal_share: Share,
 }
 
@@ -54,8 +53,15 @@ impl From<Share> for String {
     }
 }
 
+impl ToValue for Share {
+    fn to_value(&self) -> toml::Value {
+        toml::Value::String(self.to_string())
+    }
+}
+
 impl FromValue for Share {
     const EXPECTED: &'static str = r#"a percentage from "1%" to "100%""#;
+    const KIND: &'static str = r#"percentage ("50%")"#;
     fn from_value(value: &toml::Value) -> Result<Self, String> {
         let bad = || format!("expected {}, found {value}", Self::EXPECTED);
         let text = value.as_str().ok_or_else(bad)?;
@@ -76,23 +82,41 @@ pub fn parse_rotate(s: &mut Section<'_>, default_age: Option<Duration>, pins_wal
         age: default_age,
         max_wal_share: DEFAULT_MAX_WAL_SHARE,
     };
-    let Some(mut t) = s.table("rotate") else {
+    let declared = s
+        .key(
+            "rotate",
+            "When an output file is closed and a new one started.",
+        )
+        .table();
+    let Some(mut t) = declared else {
         return default;
     };
     let max_wal_share = if pins_wal {
-        t.or("max_wal_share", default.max_wal_share)
+        t.key(
+            "max_wal_share",
+            "Close the open file early once the WAL it covers reaches this share of `wal.max_disk` (its cursor waits for the file).",
+        )
+        .or(default.max_wal_share)
     } else {
-        if t.has("max_wal_share") {
-            t.error(
-                "max_wal_share",
-                "this sink moves its cursor after every batch, so an open file never pins the WAL",
-            );
-        }
+        t.refuse(
+            "max_wal_share",
+            "this sink moves its cursor after every batch, so an open file never pins the WAL",
+        );
         default.max_wal_share
     };
+    let bytes = t.key("bytes", "Size of an output file.").or(default.bytes);
+    let age = t.key(
+        "age",
+        "Age of an output file; files are readable only once closed.",
+    );
+    let age = match &default.age {
+        Some(default_age) => age.default(default_age),
+        None => age.default_text("no age limit").example("5m"),
+    };
+    let age = age.opt().or(default.age);
     let rotate = Rotate {
-        bytes: t.or("bytes", default.bytes),
-        age: t.opt("age").or(default.age),
+        bytes,
+        age,
         max_wal_share,
     };
     t.finish();

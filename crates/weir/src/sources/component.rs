@@ -19,9 +19,14 @@ pub trait SourceKeys: Sized {
     /// The value of `type` that selects it.
     const TYPE: &'static str;
 
+    /// What it does, in one line, for the reference: its heading's first line.
+    const ABOUT: &'static str = "";
+
     /// Reads the type's own keys (the section's `type` and the keys every source has
-    /// are already read). Every problem is recorded in the section; `None` when a
-    /// required key is missing or wrong.
+    /// are already read), each declared with [`Section::key`](crate::keys::Section::key)
+    /// so that the reference lists it. Every problem is recorded in the section; `None`
+    /// when a required key is missing or wrong. `name` is the source's name
+    /// (`NAME` in a documenting walk).
     fn parse(s: &mut Section<'_>, name: &str) -> Option<Self>;
 
     /// Its buffers and their bounds, for the memory inventory.

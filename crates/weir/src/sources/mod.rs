@@ -31,7 +31,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 pub use self::component::{SourceContext, SourceKeys, StartSource};
-use crate::keys::{Bounds, Section, read_type};
+use crate::keys::{Bounds, Section, SectionDoc, document, read_type};
 
 /// Declares the source types `weir run` drives: the [`SourceKind`] enum of their
 /// configurations, the [`Checked`] enum of their startup checks, and the dispatch.
@@ -58,6 +58,28 @@ macro_rules! registry {
 
         /// The `type` values of the sources `weir run` drives.
         pub const TYPES: &[&str] = &[$(<$config as SourceKeys>::TYPE),+];
+
+        /// The reference of the sources: the keys every source has, then each type's
+        /// own (those not built yet last), from the documenting walk of their parse
+        /// functions.
+        pub fn reference() -> Vec<SectionDoc> {
+            let built = [$((
+                <$config as SourceKeys>::TYPE,
+                <$config as SourceKeys>::ABOUT,
+                document(|mut s| {
+                    <$config as SourceKeys>::parse(&mut s, DOC_NAME);
+                }),
+            )),+];
+            let not_built = NOT_BUILT.iter().map(|(type_name, parse)| {
+                (*type_name, document(|mut s| {
+                    parse(&mut s, DOC_NAME);
+                }))
+            });
+            let common = document(|s| {
+                SourceConfig::parse(s, DOC_NAME);
+            });
+            SectionDoc::components(HEADER, "The keys every source has, whatever its type.", common, built, not_built)
+        }
 
         impl SourceKind {
             fn parse(type_name: &str, s: &mut Section<'_>, name: &str) -> Option<Self> {
@@ -127,6 +149,13 @@ registry! {
     Kafka => kafka::KafkaConfig,
 }
 
+/// The header of a source's section, as the reference shows it.
+const HEADER: &str = "[sources.NAME]";
+
+/// The name a documenting walk gives the source (a default such as MQTT's `client_id`
+/// is made from it).
+const DOC_NAME: &str = "NAME";
+
 /// Reads the keys of a source type that is not built yet; whether they were valid.
 type ParseKeys = fn(&mut Section<'_>, &str) -> bool;
 
@@ -151,12 +180,21 @@ impl SourceConfig {
 
     /// Reads one source; `name` is its key under `[sources]`. Unknown keys are
     /// reported only when the type is known (otherwise every key would look unknown).
+    /// Walked empty (no `type`), it declares only the keys every source has.
     pub fn parse(mut s: Section<'_>, name: &str) -> Option<Self> {
-        let type_name = read_type(&mut s, TYPES, NOT_BUILT.iter().map(|(t, _)| *t), "source");
-        let max_uncommitted_tickets = s.or(
-            "max_uncommitted_tickets",
-            Self::DEFAULT_MAX_UNCOMMITTED_TICKETS,
+        let type_name = read_type(
+            &mut s,
+            TYPES,
+            NOT_BUILT.iter().map(|(t, _)| *t),
+            "source",
+            "The source type: its own keys are listed under its name below.",
         );
+        let max_uncommitted_tickets = s
+            .key(
+                "max_uncommitted_tickets",
+                "Batches appended to the WAL but not yet durable (the commit tickets this source may hold).",
+            )
+            .or(Self::DEFAULT_MAX_UNCOMMITTED_TICKETS);
         let type_name = type_name?;
         if let Some((_, parse)) = NOT_BUILT.iter().find(|(t, _)| *t == type_name) {
             parse(&mut s, name);

@@ -11,17 +11,22 @@ use crate::sinks::rotate::{Rotate, parse_rotate};
 /// `type = "file"`: NDJSON, one JSON object per record.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileSinkConfig {
-    /// Output directory. Required.
+    /// `path`: the output directory.
     pub path: PathBuf,
-    /// Rotation. Default 128 MiB, no age.
+    /// `rotate`: when a file is closed and the next one started.
     pub rotate: Rotate,
 }
 
 impl SinkKeys for FileSinkConfig {
     const TYPE: &'static str = "file";
+    const ABOUT: &'static str =
+        "NDJSON files, one JSON object per record, rotated by size and age; durable once fsynced.";
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let path = s.req("path", "the output directory");
+        let path = s
+            .key("path", "Output directory (the sink's own).")
+            .example("./weir-out/ndjson")
+            .req("the output directory");
         let rotate = parse_rotate(s, None, false);
         Some(Self {
             path: path?,

@@ -71,45 +71,44 @@ pub enum HeaderValue {
 /// [module docs](super)).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HttpSinkConfig {
-    /// Endpoint, `http://` or `https://`. Required.
+    /// `url`: the endpoint.
     pub url: String,
-    /// `POST` or `PUT`. Default `POST`.
+    /// `method`: `POST` or `PUT`.
     pub method: Method,
-    /// Request headers, in the order written (`headers` first, then `headers_env`).
+    /// `headers`, then `headers_env`, in the order written.
     pub headers: Vec<Header>,
-    /// What a body holds. Default `ndjson`.
+    /// `encoding`: what a body holds.
     pub encoding: Encoding,
-    /// How a body is compressed. Default `none`.
+    /// `compression`: how a body is compressed.
     pub compression: BodyCompression,
-    /// Records per request, at most. Default 500.
+    /// `batch_records`: records per request, at most.
     pub batch_records: NonZeroU32,
-    /// Encoded bytes per request (before compression), at most, as estimated before
-    /// encoding (exact for compact JSON payloads; a string payload that needs escaping
-    /// encodes a little larger); a single larger record goes alone. Default 1 MiB.
+    /// `batch_bytes`: encoded bytes per request (before compression), at most, as
+    /// estimated before encoding (exact for compact JSON payloads; a string payload that
+    /// needs escaping encodes a little larger); a single larger record goes alone.
     pub batch_bytes: ByteSize,
-    /// How long a request that is not full waits for more records. Default 200 ms.
+    /// `batch_linger`: how long a request that is not full waits for more records.
     pub batch_linger: Duration,
-    /// Request timeout (connecting, sending and reading the answer). Default 10 s.
+    /// `timeout`: connecting, sending and reading the answer.
     pub timeout: Duration,
-    /// Round-trip time above which the limit is cut (judged on the p99 of each second);
-    /// absent: only overload answers (429, 503), timeouts and connection errors cut.
+    /// `target_latency`: the round-trip time above which the limit is cut (judged on the
+    /// p99 of each second); `None`: only overload answers (429, 503), timeouts and
+    /// connection errors cut.
     pub target_latency: Option<Duration>,
-    /// The smallest concurrency limit, and where it starts. Default 1.
+    /// `min_concurrency`: the smallest concurrency limit, and where it starts.
     pub min_concurrency: NonZeroU32,
-    /// The largest concurrency limit (requests in flight). Default 32.
+    /// `max_concurrency`: the largest concurrency limit (requests in flight).
     pub max_concurrency: NonZeroU32,
-    /// Retries as a share of first attempts over the last `retry_budget_window`, at
-    /// most (`retry_budget_floor` retries per second always allowed). Default 0.1.
+    /// `retry_budget`: retries as a share of first attempts over the last
+    /// `retry_budget_window`, at most.
     pub retry_budget: f64,
-    /// Retries per second the budget always allows, whatever the traffic (so that a
-    /// quiet sink can still retry). Default 3.
+    /// `retry_budget_floor`: retries per second the budget always allows.
     pub retry_budget_floor: f64,
-    /// The window the budget counts over, in whole seconds (1 to 300). Default 10 s.
+    /// `retry_budget_window`: the window the budget counts over, in whole seconds.
     pub retry_budget_window: u32,
-    /// The longest `Retry-After` honoured; a longer one is cut to this. Default 60 s.
+    /// `max_retry_after`: the longest `Retry-After` honoured.
     pub max_retry_after: Duration,
-    /// For `https://`: the PEM file of the CA certificates to trust instead of the
-    /// system's (a private CA).
+    /// `ca_file`: for `https://`, the CA certificates to trust instead of the system's.
     pub ca_file: Option<PathBuf>,
 }
 
@@ -119,7 +118,10 @@ impl HttpSinkConfig {
 
     /// Reads the keys of a `type = "http"` sink.
     pub fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let url = s.req::<String>("url", "e.g. \"http://127.0.0.1:8080/ingest\"");
+        let url = s
+            .key("url", "Endpoint, `http://` or `https://`.")
+            .example("http://127.0.0.1:8080/ingest")
+            .req::<String>("e.g. \"http://127.0.0.1:8080/ingest\"");
         if let Some(url) = &url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 s.error(
@@ -130,7 +132,14 @@ impl HttpSinkConfig {
                 s.error("url", format!("{url:?} is not a valid URL: {e}"));
             }
         }
-        let ca_file = s.opt::<PathBuf>("ca_file");
+        let ca_file = s
+            .key(
+                "ca_file",
+                "For `https://`: PEM file of the CA certificates to trust instead of the system's (a private CA).",
+            )
+            .default_text("the system's CA certificates")
+            .example("/etc/weir/ca.pem")
+            .opt::<PathBuf>();
         if ca_file.is_some() && url.as_ref().is_some_and(|u| u.starts_with("http://")) {
             s.error(
                 "ca_file",
@@ -138,14 +147,40 @@ impl HttpSinkConfig {
             );
         }
         let mut headers = Vec::new();
-        read_headers(s, "headers", &mut headers, HeaderValue::Literal);
-        read_headers(s, "headers_env", &mut headers, HeaderValue::Env);
+        let literal = s
+            .key("headers", "Request headers, by name.")
+            .example(toml::Table::from_iter([(
+                "X-Tenant".to_owned(),
+                toml::Value::from("a"),
+            )]))
+            .raw("table of header names to strings");
+        read_headers(s, "headers", literal, &mut headers, HeaderValue::Literal);
+        let from_env = s
+            .key(
+                "headers_env",
+                "Request headers whose values are read from environment variables when the sink opens (for secrets).",
+            )
+            .example(toml::Table::from_iter([(
+                "Authorization".to_owned(),
+                toml::Value::from("WEIR_HTTP_AUTH"),
+            )]))
+            .raw("table of header names to environment variable names");
+        read_headers(s, "headers_env", from_env, &mut headers, HeaderValue::Env);
         let one = NonZeroU32::MIN;
-        let min_concurrency = s.or("min_concurrency", one);
-        let max_concurrency = s.or(
-            "max_concurrency",
-            NonZeroU32::new(Self::DEFAULT_MAX_CONCURRENCY).unwrap_or(one),
-        );
+        let min_concurrency = s
+            .key(
+                "min_concurrency",
+                "The smallest concurrency limit, and where it starts.",
+            )
+            .unit("requests")
+            .or(one);
+        let max_concurrency = s
+            .key(
+                "max_concurrency",
+                "The largest concurrency limit (requests in flight).",
+            )
+            .unit("requests")
+            .or(NonZeroU32::new(Self::DEFAULT_MAX_CONCURRENCY).unwrap_or(one));
         if min_concurrency > max_concurrency {
             s.error(
                 "min_concurrency",
@@ -155,7 +190,13 @@ impl HttpSinkConfig {
                 ),
             );
         }
-        let retry_budget = s.or("retry_budget", 0.1_f64);
+        let retry_budget = s
+            .key(
+                "retry_budget",
+                "Retries as a share of first attempts over the last `retry_budget_window`, at most (above 0, at most 1).",
+            )
+            .unit("retries per first attempt")
+            .or(0.1_f64);
         if !(retry_budget > 0.0 && retry_budget <= 1.0) {
             s.error(
                 "retry_budget",
@@ -165,7 +206,13 @@ impl HttpSinkConfig {
                 ),
             );
         }
-        let retry_budget_floor = s.or("retry_budget_floor", 3.0_f64);
+        let retry_budget_floor = s
+            .key(
+                "retry_budget_floor",
+                "Retries per second the budget always allows, whatever the traffic (so that a quiet sink can still retry).",
+            )
+            .unit("retries per second")
+            .or(3.0_f64);
         if !(0.0..=1_000.0).contains(&retry_budget_floor) {
             s.error(
                 "retry_budget_floor",
@@ -175,7 +222,12 @@ impl HttpSinkConfig {
                 ),
             );
         }
-        let window: Duration = s.or("retry_budget_window", Duration::secs(10));
+        let window: Duration = s
+            .key(
+                "retry_budget_window",
+                "The window the retry budget counts over, in whole seconds (1s to 300s).",
+            )
+            .or(Duration::secs(10));
         let retry_budget_window = window.get().as_secs();
         if window.get().subsec_nanos() != 0 || !(1..=300).contains(&retry_budget_window) {
             s.error(
@@ -186,36 +238,87 @@ impl HttpSinkConfig {
                 ),
             );
         }
+        let method = s.key("method", "The request method.").or(Method::Post);
+        let encoding = s
+            .key(
+                "encoding",
+                "What a body holds: envelopes one per line, a JSON array of envelopes, or each record's payload as received, one per line.",
+            )
+            .or(Encoding::Ndjson);
+        let compression = s
+            .key(
+                "compression",
+                "How a body is compressed (`Content-Encoding`).",
+            )
+            .or(BodyCompression::None);
+        let batch_records = s
+            .key("batch_records", "Records per request, at most.")
+            .unit("records")
+            .or(NonZeroU32::new(500).unwrap_or(one));
+        let batch_bytes = s
+            .key(
+                "batch_bytes",
+                "Encoded bytes per request (before compression), at most, as estimated before encoding; a larger record goes alone.",
+            )
+            .or(ByteSize::mib(1));
+        let batch_linger = s
+            .key(
+                "batch_linger",
+                "How long a request that is not full waits for more records.",
+            )
+            .or(Duration::millis(200));
+        let timeout = s
+            .key(
+                "timeout",
+                "Request timeout: connecting, sending and reading the answer.",
+            )
+            .or(Duration::secs(10));
+        let target_latency = s
+            .key(
+                "target_latency",
+                "Round-trip time above which the concurrency limit is cut (judged on each second's p99).",
+            )
+            .default_text("none: only 429, 503, timeouts and connection errors cut")
+            .example("500ms")
+            .opt();
+        let max_retry_after = s
+            .key(
+                "max_retry_after",
+                "The longest `Retry-After` honoured; a longer one is cut to this.",
+            )
+            .or(Duration::secs(60));
         Some(Self {
-            method: s.or("method", Method::Post),
+            method,
             headers,
-            encoding: s.or("encoding", Encoding::Ndjson),
-            compression: s.or("compression", BodyCompression::None),
-            batch_records: s.or("batch_records", NonZeroU32::new(500).unwrap_or(one)),
-            batch_bytes: s.or("batch_bytes", ByteSize::mib(1)),
-            batch_linger: s.or("batch_linger", Duration::millis(200)),
-            timeout: s.or("timeout", Duration::secs(10)),
-            target_latency: s.opt("target_latency"),
+            encoding,
+            compression,
+            batch_records,
+            batch_bytes,
+            batch_linger,
+            timeout,
+            target_latency,
             min_concurrency,
             max_concurrency,
             retry_budget,
             retry_budget_floor,
             retry_budget_window: u32::try_from(retry_budget_window.clamp(1, 300)).unwrap_or(10),
-            max_retry_after: s.or("max_retry_after", Duration::secs(60)),
+            max_retry_after,
             ca_file,
             url: url?,
         })
     }
 }
 
-/// Reads a table of header names to strings (`headers` or `headers_env`).
+/// Reads `raw`, the value of `key`: a table of header names to strings (`headers` or
+/// `headers_env`).
 fn read_headers(
-    s: &mut Section<'_>,
+    s: &Section<'_>,
     key: &'static str,
+    raw: Option<&toml::Value>,
     out: &mut Vec<Header>,
     value: impl Fn(String) -> HeaderValue,
 ) {
-    let Some(raw) = s.raw(key) else { return };
+    let Some(raw) = raw else { return };
     let Some(table) = raw.as_table() else {
         s.error(
             key,
@@ -255,6 +358,7 @@ fn read_headers(
 
 impl SinkKeys for HttpSinkConfig {
     const TYPE: &'static str = "http";
+    const ABOUT: &'static str = "Batches of records sent to an HTTP endpoint with adaptive concurrency, `Retry-After`, a retry budget and dead letters to the quarantine.";
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
         HttpSinkConfig::parse(s)

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::keys::units::string_enum;
 use crate::keys::{Bounds, ByteSize, Duration, Section, times};
 use crate::sinks::SinkKeys;
-use crate::sinks::parquet::{ParquetEncoding, parse_encoding};
+use crate::sinks::parquet::{Compression, ParquetEncoding, parse_row_groups};
 use crate::sinks::rotate::{DEFAULT_ROTATE_AGE, Rotate, parse_rotate};
 
 /// Object encoding of an `object_store` sink.
@@ -132,37 +132,33 @@ impl Location {
 /// the ordered stage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ObjectStoreConfig {
-    /// Destination, as written (`url`). Required.
+    /// `url`: the destination, as written.
     pub url: String,
     /// The destination, read.
     pub location: Location,
-    /// Object encoding. Default parquet.
+    /// `format`: the object encoding.
     pub format: Format,
-    /// Compression of NDJSON objects. Default none.
+    /// `compression` of NDJSON objects.
     pub ndjson_compression: NdjsonCompression,
-    /// Parts and objects uploading at once. Default 4.
+    /// `upload_concurrency`: parts and objects uploading at once.
     pub upload_concurrency: NonZeroU32,
-    /// Multipart part size (S3 and GCS need at least 5 MiB). Default 8 MiB. An object
-    /// smaller than this is sent in one PUT.
+    /// `part_size`: the multipart part size.
     pub part_size: ByteSize,
-    /// Time one request may take (an attempt). Default 30 s.
+    /// `timeout`: the time one request may take.
     pub timeout: Duration,
-    /// Attempts per part or object before the sink gives up on it, aborts its upload
-    /// and reads again from its cursor. Default 6.
+    /// `max_attempts`: attempts per part or object before the sink gives up on it.
     pub max_attempts: NonZeroU32,
-    /// S3-compatible servers: the endpoint URL; Azure: the account URL (an emulator's
-    /// is `http://host:port/account`).
+    /// `endpoint`: an S3-compatible server's endpoint, or Azure's account URL.
     pub endpoint: Option<String>,
-    /// S3: the region.
+    /// `region`: S3's region.
     pub region: Option<String>,
-    /// Allow `http://` endpoints. Default false.
+    /// `allow_http`: whether `http://` endpoints are allowed.
     pub allow_http: bool,
-    /// S3: path-style addressing (`endpoint/bucket/key`) rather than virtual-hosted
-    /// (`bucket.endpoint/key`). Default true.
+    /// `path_style`: S3 path-style addressing.
     pub path_style: bool,
-    /// Rotation of objects. Default 128 MiB or 5 min, or half of the WAL pinned.
+    /// `rotate`: when an object is closed and the next one started.
     pub rotate: Rotate,
-    /// Row groups and compression when `format = "parquet"`.
+    /// Row groups and `compression` when `format = "parquet"`.
     pub parquet: Option<ParquetEncoding>,
 }
 
@@ -171,9 +167,16 @@ const MIN_PART_BYTES: u64 = 5 * 1024 * 1024;
 
 impl SinkKeys for ObjectStoreConfig {
     const TYPE: &'static str = "object_store";
+    const ABOUT: &'static str = "Parquet or NDJSON objects in S3, GCS, Azure or a directory, uploaded concurrently and named deterministically; durable in WAL order.";
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let url = s.req::<String>("url", "e.g. \"s3://bucket/prefix\"");
+        let url = s
+            .key(
+                "url",
+                "Destination: `s3://bucket/prefix`, `gs://…`, `az://container/prefix`, `file:///dir` or `memory://prefix`.",
+            )
+            .example("s3://bucket/prefix")
+            .req::<String>("e.g. \"s3://bucket/prefix\"");
         let location = match url.as_deref().map(Location::parse) {
             Some(Ok(location)) => Some(location),
             Some(Err(message)) => {
@@ -182,8 +185,13 @@ impl SinkKeys for ObjectStoreConfig {
             }
             None => None,
         };
-        let format = s.or("format", Format::Parquet);
-        let part_size = s.or("part_size", ByteSize::mib(8));
+        let format = s.key("format", "Object encoding.").or(Format::Parquet);
+        let part_size = s
+            .key(
+                "part_size",
+                "Multipart part size (S3 and GCS need at least 5 MiB); a smaller object is sent in one PUT.",
+            )
+            .or(ByteSize::mib(8));
         if location.as_ref().is_some_and(Location::has_min_part)
             && part_size.bytes() < MIN_PART_BYTES
         {
@@ -192,28 +200,61 @@ impl SinkKeys for ObjectStoreConfig {
                 format!("S3 and GCS need parts of at least 5 MiB, found {part_size}"),
             );
         }
+        let parquet = format == Format::Parquet;
+        let (row_group_rows, row_group_bytes) = parse_row_groups(s, parquet);
+        // One key whose values depend on `format`: Parquet compresses its columns,
+        // NDJSON the whole object.
+        let compression = s
+            .key(
+                "compression",
+                "Parquet: column compression; NDJSON: compression of the whole object (`.ndjson.gz`, `.ndjson.zst`).",
+            )
+            .default_text(r#""zstd" for Parquet, "none" for NDJSON"#)
+            .example("zstd")
+            .raw(r#"one of "zstd" | "snappy" | "none" (Parquet), "none" | "gzip" | "zstd" (NDJSON)"#);
         let (parquet, ndjson_compression) = match format {
-            Format::Parquet => (Some(parse_encoding(s)), NdjsonCompression::None),
-            Format::Ndjson => {
-                for key in ["row_group_rows", "row_group_bytes"] {
-                    if s.has(key) {
-                        s.error(key, "only applies to format = \"parquet\"");
-                    }
-                }
-                (None, s.or("compression", NdjsonCompression::None))
-            }
+            Format::Parquet => (
+                Some(ParquetEncoding {
+                    row_group_rows,
+                    row_group_bytes,
+                    compression: compression
+                        .and_then(|v| s.convert("compression", v))
+                        .unwrap_or(Compression::Zstd),
+                }),
+                NdjsonCompression::None,
+            ),
+            Format::Ndjson => (
+                None,
+                compression
+                    .and_then(|v| s.convert("compression", v))
+                    .unwrap_or(NdjsonCompression::None),
+            ),
         };
-        if s.has("max_open_files") {
-            s.error(
-                "max_open_files",
-                "the sink writes one object at a time, so that objects never overlap; \
-                 upload_concurrency sets the parts and objects uploading at once",
-            );
-        }
-        let endpoint: Option<String> = s.opt("endpoint");
-        let region: Option<String> = s.opt("region");
-        let path_style: Option<bool> = s.opt("path_style");
-        let allow_http = s.or("allow_http", false);
+        s.refuse(
+            "max_open_files",
+            "the sink writes one object at a time, so that objects never overlap; \
+             upload_concurrency sets the parts and objects uploading at once",
+        );
+        let endpoint: Option<String> = s
+            .key(
+                "endpoint",
+                "S3-compatible servers: the endpoint URL; Azure: the account URL (an emulator's is `http://host:port/account`).",
+            )
+            .example("https://minio.example:9000")
+            .opt();
+        let region: Option<String> = s
+            .key("region", "S3: the region.")
+            .default_text("from the environment")
+            .example("eu-west-1")
+            .opt();
+        let path_style: Option<bool> = s
+            .key(
+                "path_style",
+                "S3: path-style addressing (`endpoint/bucket/key`) rather than virtual-hosted (`bucket.endpoint/key`).",
+            )
+            .default(&true)
+            .opt();
+        let allow_http = s.key("allow_http", "Allow `http://` endpoints.").or(false);
         if let Some(location) = &location {
             let s3_only = [
                 ("region", region.is_some()),
@@ -241,13 +282,25 @@ impl SinkKeys for ObjectStoreConfig {
                 format!("{endpoint:?} is plain HTTP: set allow_http = true to use it"),
             );
         }
+        let upload_concurrency = s
+            .key("upload_concurrency", "Parts and objects uploading at once.")
+            .or(NonZeroU32::new(4).expect("4 > 0"));
+        let timeout = s
+            .key("timeout", "Time one request (an attempt) may take.")
+            .or(Duration::secs(30));
+        let max_attempts = s
+            .key(
+                "max_attempts",
+                "Attempts per part or object before the sink gives up on it, aborts its upload and reads again from its cursor.",
+            )
+            .or(NonZeroU32::new(6).expect("6 > 0"));
         Some(Self {
             format,
             ndjson_compression,
-            upload_concurrency: s.or("upload_concurrency", NonZeroU32::new(4).expect("4 > 0")),
+            upload_concurrency,
             part_size,
-            timeout: s.or("timeout", Duration::secs(30)),
-            max_attempts: s.or("max_attempts", NonZeroU32::new(6).expect("6 > 0")),
+            timeout,
+            max_attempts,
             endpoint,
             region,
             allow_http,

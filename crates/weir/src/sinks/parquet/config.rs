@@ -27,20 +27,20 @@ string_enum!(Compression { "zstd" => Zstd, "snappy" => Snappy, "none" => None })
 /// Row-group and compression settings of a Parquet writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ParquetEncoding {
-    /// Rows per row group. Default 65536.
+    /// `row_group_rows`: rows per row group.
     pub row_group_rows: NonZeroU32,
-    /// Bytes a row group may buffer before it is flushed. Default 8 MiB.
+    /// `row_group_bytes`: bytes a row group may buffer before it is flushed.
     pub row_group_bytes: ByteSize,
-    /// Column compression. Default zstd.
+    /// `compression`: column compression.
     pub compression: Compression,
 }
 
 /// `type = "parquet"`: files written under a temporary name, then renamed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParquetConfig {
-    /// Output directory. Required.
+    /// `path`: the output directory.
     pub path: PathBuf,
-    /// Rotation. Default 128 MiB or 5 min.
+    /// `rotate`: when a file is closed and the next one started.
     pub rotate: Rotate,
     /// Row groups and compression.
     #[serde(flatten)]
@@ -49,12 +49,25 @@ pub struct ParquetConfig {
 
 impl SinkKeys for ParquetConfig {
     const TYPE: &'static str = "parquet";
+    const ABOUT: &'static str = "Parquet files, written under a temporary name and renamed once closed; rotated by size, age and the WAL they pin.";
 
     fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let path = s.req("path", "the output directory");
+        let path = s
+            .key("path", "Output directory (the sink's own).")
+            .example("./weir-out/lake")
+            .req("the output directory");
+        let rotate = parse_rotate(s, Some(DEFAULT_ROTATE_AGE), true);
+        let (row_group_rows, row_group_bytes) = parse_row_groups(s, true);
+        let compression = s
+            .key("compression", "Column compression.")
+            .or(Compression::Zstd);
         Some(Self {
-            rotate: parse_rotate(s, Some(DEFAULT_ROTATE_AGE), true),
-            encoding: parse_encoding(s),
+            rotate,
+            encoding: ParquetEncoding {
+                row_group_rows,
+                row_group_bytes,
+                compression,
+            },
             path: path?,
         })
     }
@@ -76,14 +89,20 @@ impl SinkKeys for ParquetConfig {
     }
 }
 
-/// Reads `row_group_rows`, `row_group_bytes` and `compression`.
-pub fn parse_encoding(s: &mut Section<'_>) -> ParquetEncoding {
-    ParquetEncoding {
-        row_group_rows: s.or(
-            "row_group_rows",
-            NonZeroU32::new(65_536).expect("65536 > 0"),
-        ),
-        row_group_bytes: s.or("row_group_bytes", ByteSize::mib(8)),
-        compression: s.or("compression", Compression::Zstd),
-    }
+/// Reads `row_group_rows` and `row_group_bytes`, declared whether or not they `apply`
+/// (an object-store sink writing NDJSON refuses them).
+pub fn parse_row_groups(s: &mut Section<'_>, apply: bool) -> (NonZeroU32, ByteSize) {
+    const ONLY_PARQUET: &str = "only applies to format = \"parquet\"";
+    let rows = s
+        .key("row_group_rows", "Rows per Parquet row group.")
+        .only_if(apply, ONLY_PARQUET)
+        .or(NonZeroU32::new(65_536).expect("65536 > 0"));
+    let bytes = s
+        .key(
+            "row_group_bytes",
+            "Bytes a Parquet row group may buffer before it is flushed.",
+        )
+        .only_if(apply, ONLY_PARQUET)
+        .or(ByteSize::mib(8));
+    (rows, bytes)
 }

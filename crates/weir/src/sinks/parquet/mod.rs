@@ -42,7 +42,7 @@ mod python_tests;
 #[cfg(test)]
 mod tests;
 
-pub use self::config::{Compression, ParquetConfig, ParquetEncoding, parse_encoding};
+pub use self::config::{Compression, ParquetConfig, ParquetEncoding, parse_row_groups};
 pub use self::encoder::{EncoderSettings, ParquetEncoder};
 pub use self::error::ParquetSinkError;
 pub use self::schema::record_schema;

@@ -7,37 +7,63 @@ use serde::Serialize;
 use crate::keys::{Bounds, ByteSize, Section, times};
 use crate::sources::SourceKeys;
 
-/// `type = "generator"`: synthetic records at a set rate.
+/// `type = "generator"`: synthetic records at a set rate. The keys, their defaults and
+/// their descriptions are declared in [`SourceKeys::parse`] (`weir config reference`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GeneratorConfig {
-    /// Records per second; 0 means as fast as the WAL admits them. Required.
+    /// `rate`: records per second, 0 for as fast as the WAL admits.
     pub rate: u64,
-    /// Records to produce before stopping; unlimited when absent.
+    /// `count`: records to produce before stopping; unlimited when `None`.
     pub count: Option<NonZeroU64>,
-    /// Payload bytes per record. Default 100 B.
+    /// `size`: payload bytes per record.
     pub size: ByteSize,
-    /// Number of distinct keys (`key-0` … `key-{keys-1}`). Default 16.
+    /// `keys`: the number of distinct keys.
     pub keys: NonZeroU32,
-    /// Seed of the payload and key sequence. Default 0.
+    /// `seed`: of the payload and key sequence.
     pub seed: u64,
-    /// Records per batch handed to the WAL. Default 100.
+    /// `batch_size`: records per batch handed to the WAL.
     pub batch_size: NonZeroU32,
 }
 
 impl SourceKeys for GeneratorConfig {
     const TYPE: &'static str = "generator";
+    const ABOUT: &'static str = "Synthetic records at a set rate.";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
-        let rate = s.req(
-            "rate",
-            "records per second, 0 for as fast as the WAL admits",
-        );
+        let rate = s
+            .key(
+                "rate",
+                "Records per second; 0 means as fast as the WAL admits them.",
+            )
+            .unit("records per second")
+            .example(5000)
+            .req("records per second, 0 for as fast as the WAL admits");
+        let count = s
+            .key("count", "Records to produce before stopping.")
+            .unit("records")
+            .default_text("unlimited")
+            .example(1_000_000)
+            .opt();
+        let size = s
+            .key("size", "Payload bytes per record.")
+            .or(ByteSize::new(100).expect("100 > 0"));
+        let keys = s
+            .key(
+                "keys",
+                "Number of distinct keys (`key-0` … `key-{keys-1}`).",
+            )
+            .or(NonZeroU32::new(16).expect("16 > 0"));
+        let seed = s.key("seed", "Seed of the payload and key sequence.").or(0);
+        let batch_size = s
+            .key("batch_size", "Records per batch handed to the WAL.")
+            .unit("records")
+            .or(NonZeroU32::new(100).expect("100 > 0"));
         Some(Self {
-            count: s.opt("count"),
-            size: s.or("size", ByteSize::new(100).expect("100 > 0")),
-            keys: s.or("keys", NonZeroU32::new(16).expect("16 > 0")),
-            seed: s.or("seed", 0),
-            batch_size: s.or("batch_size", NonZeroU32::new(100).expect("100 > 0")),
+            count,
+            size,
+            keys,
+            seed,
+            batch_size,
             rate: rate?,
         })
     }

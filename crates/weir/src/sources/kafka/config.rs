@@ -69,41 +69,39 @@ pub const OWNED_PROPERTIES: &[(&str, &str)] = &[
 /// are committed only once durable.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KafkaConfig {
-    /// Bootstrap brokers, `host:port`: one string or a list. Required.
+    /// `brokers`: the bootstrap brokers, `host:port`.
     pub brokers: Vec<String>,
-    /// Topics to consume (or `topic_pattern`).
+    /// `topics`: the topics to consume (or `topic_pattern`).
     pub topics: Vec<String>,
-    /// A regular expression of topic names (librdkafka's `^…` subscription).
+    /// `topic_pattern`: a regular expression of topic names.
     pub topic_pattern: Option<String>,
-    /// The consumer group. Required.
+    /// `group_id`: the consumer group.
     pub group_id: String,
-    /// Where a new group starts. Default `earliest`.
+    /// `start_from`: where a new group starts.
     pub start_from: StartFrom,
-    /// Bytes fetched and not yet durable above which the assignment is paused.
-    /// Default 32 MiB.
+    /// `high_watermark`: bytes fetched and not yet durable above which the assignment
+    /// is paused.
     pub high_watermark: ByteSize,
-    /// ... and below which it is resumed. Default a quarter of `high_watermark`.
+    /// `low_watermark`: ... and below which it is resumed.
     pub low_watermark: ByteSize,
-    /// librdkafka's `fetch.max.bytes` (and `max.partition.fetch.bytes`): one fetch.
-    /// Default 1 MiB.
+    /// `fetch_max_bytes`: librdkafka's `fetch.max.bytes` (and
+    /// `max.partition.fetch.bytes`): one fetch.
     pub fetch_max_bytes: ByteSize,
-    /// librdkafka's prefetch queue (`queued.max.messages.kbytes`). Default 1 MiB.
+    /// `prefetch_bytes`: librdkafka's prefetch queue (`queued.max.messages.kbytes`).
     pub prefetch_bytes: ByteSize,
-    /// The source's byte budget: records fetched and not yet durable, at most. Default
-    /// `high_watermark + fetch_max_bytes + prefetch_bytes`; at least
-    /// `high_watermark + fetch_max_bytes`.
+    /// `max_held_bytes`: the source's byte budget, records fetched and not yet durable.
     pub max_held_bytes: ByteSize,
-    /// `security.protocol`. Default `plaintext`.
+    /// `security_protocol`: `security.protocol`.
     pub security_protocol: Security,
-    /// `sasl.mechanism` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`).
+    /// `sasl_mechanism`: `sasl.mechanism`.
     pub sasl_mechanism: Option<String>,
-    /// `sasl.username`.
+    /// `sasl_username`: `sasl.username`.
     pub sasl_username: Option<String>,
-    /// Environment variable holding `sasl.password`.
+    /// `sasl_password_env`: the environment variable holding `sasl.password`.
     pub sasl_password_env: Option<String>,
-    /// PEM file of the CA certificate(s) for TLS (the system's when absent).
+    /// `ca_file`: the CA certificate(s) for TLS (the system's when `None`).
     pub ca_file: Option<PathBuf>,
-    /// Other librdkafka properties, passed through (those weir owns are refused).
+    /// `properties`: other librdkafka properties, passed through.
     pub properties: BTreeMap<String, String>,
 }
 
@@ -120,7 +118,15 @@ fn size(bytes: u64) -> ByteSize {
 }
 
 fn brokers(s: &mut Section<'_>) -> Option<Vec<String>> {
-    let Some(value) = s.raw("brokers") else {
+    let declared = s
+        .key(
+            "brokers",
+            "Bootstrap brokers, `host:port`: one string (comma-separated) or a list.",
+        )
+        .required()
+        .example("127.0.0.1:9092")
+        .raw("string or list of strings");
+    let Some(value) = declared else {
         s.error(
             "brokers",
             "missing required key (e.g. \"127.0.0.1:9092\", or a list)",
@@ -156,7 +162,17 @@ fn brokers(s: &mut Section<'_>) -> Option<Vec<String>> {
 
 fn properties(s: &mut Section<'_>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let Some(value) = s.raw("properties") else {
+    let declared = s
+        .key(
+            "properties",
+            "Other librdkafka properties, passed through (those weir sets itself are refused).",
+        )
+        .example(toml::Table::from_iter([(
+            "session.timeout.ms".to_owned(),
+            Value::from("6000"),
+        )]))
+        .raw("table of librdkafka properties to strings, numbers or booleans");
+    let Some(value) = declared else {
         return out;
     };
     let Some(table) = value.as_table() else {
@@ -191,11 +207,23 @@ fn properties(s: &mut Section<'_>) -> BTreeMap<String, String> {
 
 impl SourceKeys for KafkaConfig {
     const TYPE: &'static str = "kafka";
+    const ABOUT: &'static str = "A consumer in a consumer group: partitions paused above a byte watermark while polling goes on; offsets committed only once durable.";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
         let brokers = brokers(s);
-        let topics: Vec<String> = s.list("topics").unwrap_or_default();
-        let topic_pattern = s.opt::<String>("topic_pattern");
+        let topics: Vec<String> = s
+            .key("topics", "Topics to consume.")
+            .required_unless("topic_pattern")
+            .example(vec!["events"])
+            .list()
+            .unwrap_or_default();
+        let topic_pattern = s
+            .key(
+                "topic_pattern",
+                "A regular expression of topic names (librdkafka's `^…` subscription), instead of `topics`.",
+            )
+            .example("^events-.*")
+            .opt::<String>();
         match (&topic_pattern, topics.is_empty()) {
             (None, true) => s.error(
                 "topics",
@@ -214,23 +242,47 @@ impl SourceKeys for KafkaConfig {
                 );
             }
         }
-        let group_id = s.req::<String>("group_id", "the consumer group");
-        let high = s.or("high_watermark", ByteSize::mib(32));
-        let low = s.or("low_watermark", size(high.bytes() / 4));
+        let group_id = s
+            .key("group_id", "The consumer group.")
+            .example("weir")
+            .req::<String>("the consumer group");
+        let high = s
+            .key(
+                "high_watermark",
+                "Bytes fetched and not yet durable above which the assignment is paused.",
+            )
+            .or(ByteSize::mib(32));
+        let low = s
+            .key(
+                "low_watermark",
+                "Bytes fetched and not yet durable below which a paused assignment is resumed.",
+            )
+            .default_text("a quarter of `high_watermark`")
+            .or(size(high.bytes() / 4));
         if low.bytes() >= high.bytes() && !s.failed(&["low_watermark", "high_watermark"]) {
             s.error(
                 "low_watermark",
                 format!("{low} is not below high_watermark = {high}"),
             );
         }
-        let fetch_max_bytes = s.or("fetch_max_bytes", ByteSize::mib(1));
+        let fetch_max_bytes = s
+            .key(
+                "fetch_max_bytes",
+                "librdkafka's `fetch.max.bytes` and `max.partition.fetch.bytes`: one fetch (at least 1 KiB).",
+            )
+            .or(ByteSize::mib(1));
         if fetch_max_bytes.bytes() < 1024 {
             s.error(
                 "fetch_max_bytes",
                 format!("expected at least 1 KiB, found {fetch_max_bytes}"),
             );
         }
-        let prefetch_bytes = s.or("prefetch_bytes", ByteSize::mib(1));
+        let prefetch_bytes = s
+            .key(
+                "prefetch_bytes",
+                "librdkafka's prefetch queue (`queued.max.messages.kbytes`; at least 1 KiB).",
+            )
+            .or(ByteSize::mib(1));
         if prefetch_bytes.bytes() < 1024 {
             s.error(
                 "prefetch_bytes",
@@ -238,7 +290,13 @@ impl SourceKeys for KafkaConfig {
             );
         }
         let floor = high.bytes() + fetch_max_bytes.bytes();
-        let max_held_bytes = s.or("max_held_bytes", size(floor + prefetch_bytes.bytes()));
+        let max_held_bytes = s
+            .key(
+                "max_held_bytes",
+                "The source's byte budget: records fetched and not yet durable, at most (at least `high_watermark + fetch_max_bytes`).",
+            )
+            .default_text("`high_watermark + fetch_max_bytes + prefetch_bytes`")
+            .or(size(floor + prefetch_bytes.bytes()));
         if max_held_bytes.bytes() < floor
             && !s.failed(&["max_held_bytes", "high_watermark", "fetch_max_bytes"])
         {
@@ -252,10 +310,27 @@ impl SourceKeys for KafkaConfig {
                 ),
             );
         }
-        let security_protocol = s.or("security_protocol", Security::Plaintext);
-        let sasl_mechanism = s.opt::<String>("sasl_mechanism");
-        let sasl_username = s.opt::<String>("sasl_username");
-        let sasl_password_env = s.opt::<String>("sasl_password_env");
+        let security_protocol = s
+            .key("security_protocol", "librdkafka's `security.protocol`.")
+            .or(Security::Plaintext);
+        let sasl_mechanism = s
+            .key(
+                "sasl_mechanism",
+                "`sasl.mechanism`: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
+            )
+            .example("SCRAM-SHA-256")
+            .opt::<String>();
+        let sasl_username = s
+            .key("sasl_username", "`sasl.username`.")
+            .example("weir")
+            .opt::<String>();
+        let sasl_password_env = s
+            .key(
+                "sasl_password_env",
+                "Environment variable holding `sasl.password`.",
+            )
+            .example("WEIR_KAFKA_PASSWORD")
+            .opt::<String>();
         if let Some(env) = &sasl_password_env {
             check_env_name(s, "sasl_password_env", env);
         }
@@ -285,7 +360,14 @@ impl SourceKeys for KafkaConfig {
                 "SASL needs sasl_username and sasl_password_env",
             );
         }
-        let ca_file = s.opt::<PathBuf>("ca_file");
+        let ca_file = s
+            .key(
+                "ca_file",
+                "PEM file of the CA certificate(s) for TLS (`ssl` and `sasl_ssl`).",
+            )
+            .default_text("the system's CA certificates")
+            .example("/etc/weir/ca.pem")
+            .opt::<PathBuf>();
         if ca_file.is_some() && !matches!(security_protocol, Security::Ssl | Security::SaslSsl) {
             s.error(
                 "ca_file",
@@ -293,10 +375,16 @@ impl SourceKeys for KafkaConfig {
             );
         }
         let properties = properties(s);
+        let start_from = s
+            .key(
+                "start_from",
+                "Where a group with no committed offset starts (librdkafka's `auto.offset.reset`).",
+            )
+            .or(StartFrom::Earliest);
         Some(Self {
             topics,
             topic_pattern,
-            start_from: s.or("start_from", StartFrom::Earliest),
+            start_from,
             high_watermark: high,
             low_watermark: low,
             fetch_max_bytes,
@@ -342,71 +430,5 @@ impl SourceKeys for KafkaConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> (Option<KafkaConfig>, Vec<String>) {
-        crate::keys::walk::parse_section("sources.k", text, KafkaConfig::parse)
-    }
-
-    #[test]
-    fn defaults() {
-        let (c, errors) = parse("brokers = '127.0.0.1:9092'\ntopics = ['a']\ngroup_id = 'g'");
-        assert!(errors.is_empty(), "{errors:?}");
-        let c = c.unwrap();
-        assert_eq!(c.start_from, StartFrom::Earliest);
-        assert_eq!(c.low_watermark.bytes(), 8 << 20);
-        assert_eq!(c.max_held_bytes.bytes(), (32 << 20) + (2 << 20));
-    }
-
-    #[test]
-    fn weir_owned_properties_are_refused() {
-        let (_, errors) = parse(
-            "brokers = 'h:1'\ntopics = ['a']\ngroup_id = 'g'\n[properties]\n\"enable.auto.commit\" = true\n\"group.id\" = 'x'\n\"queued.max.messages.kbytes\" = 10\n\"session.timeout.ms\" = 6000",
-        );
-        let all = errors.join("\n");
-        assert_eq!(errors.len(), 3, "{all}");
-        for needle in [
-            "enable.auto.commit",
-            "group.id",
-            "queued.max.messages.kbytes",
-        ] {
-            assert!(all.contains(needle), "{needle} missing in:\n{all}");
-        }
-        assert!(all.contains("weir owns"), "{all}");
-    }
-
-    #[test]
-    fn a_budget_below_high_plus_one_fetch_is_refused() {
-        let (_, errors) = parse(
-            "brokers = 'h:1'\ntopics = ['a']\ngroup_id = 'g'\nhigh_watermark = '4 MiB'\nfetch_max_bytes = '1 MiB'\nmax_held_bytes = '4.5 MiB'",
-        );
-        assert!(
-            errors
-                .iter()
-                .any(|e| e.contains("sources.k.max_held_bytes") && e.contains("one fetch")),
-            "{errors:?}"
-        );
-        let (_, errors) = parse(
-            "brokers = 'h:1'\ntopics = ['a']\ngroup_id = 'g'\nhigh_watermark = '4 MiB'\nfetch_max_bytes = '1 MiB'\nmax_held_bytes = '5 MiB'",
-        );
-        assert!(errors.is_empty(), "{errors:?}");
-    }
-
-    #[test]
-    fn bad_keys_are_reported_with_their_path() {
-        let (_, errors) = parse(
-            "brokers = 'nohost'\ngroup_id = 'g'\nlow_watermark = '64 MiB'\nsasl_username = 'u'\nca_file = 'ca.pem'",
-        );
-        let all = errors.join("\n");
-        for needle in [
-            "sources.k.brokers",
-            "sources.k.topics",
-            "sources.k.low_watermark",
-            "sources.k.security_protocol",
-            "sources.k.ca_file",
-        ] {
-            assert!(all.contains(needle), "{needle} missing in:\n{all}");
-        }
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

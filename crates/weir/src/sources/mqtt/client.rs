@@ -10,8 +10,9 @@ use rustls::pki_types::ServerName;
 
 use crate::keys::tls;
 
-use super::config::{MqttConfig, MqttProtocol, MqttScheme, Qos};
+use super::config::MqttConfig;
 use super::core::{AckToken, Message};
+use super::values::{MqttProtocol, MqttScheme, Qos};
 
 /// Room above `max_message_bytes` for the rest of a PUBLISH packet (topic up to 64 KiB,
 /// properties), so that a payload a little too large still arrives, is acked and goes

@@ -5,173 +5,50 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use toml::Value;
 
-use crate::keys::units::{FromValue, describe, mismatch, string_enum};
+use super::values::{MqttProtocol, MqttScheme, MqttTopic, MqttUrl, Qos, parse_topics};
+use crate::keys::units::FromValue;
 use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, join, times};
 use crate::sources::SourceKeys;
-
-/// MQTT quality of service of a subscription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(into = "u8")]
-#[allow(clippy::enum_variant_names, reason = "the MQTT specification's names")]
-pub enum Qos {
-    /// At most once: nothing to withhold; a byte-bounded queue drops the newest.
-    AtMostOnce,
-    /// At least once: the PUBACK is withheld until the record is durable.
-    AtLeastOnce,
-    /// Exactly once: PUBREC withheld until durable.
-    ExactlyOnce,
-}
-
-impl From<Qos> for u8 {
-    fn from(qos: Qos) -> Self {
-        match qos {
-            Qos::AtMostOnce => 0,
-            Qos::AtLeastOnce => 1,
-            Qos::ExactlyOnce => 2,
-        }
-    }
-}
-
-impl FromValue for Qos {
-    const EXPECTED: &'static str = "a QoS of 0, 1 or 2";
-    fn from_value(value: &Value) -> Result<Self, String> {
-        match value.as_integer() {
-            Some(0) => Ok(Self::AtMostOnce),
-            Some(1) => Ok(Self::AtLeastOnce),
-            Some(2) => Ok(Self::ExactlyOnce),
-            _ => Err(mismatch(Self::EXPECTED, value)),
-        }
-    }
-}
-
-/// MQTT protocol version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MqttProtocol {
-    /// MQTT 3.1.1: the receive window is the broker's setting.
-    V311,
-    /// MQTT 5: the client announces its receive maximum.
-    V5,
-}
-
-string_enum!(MqttProtocol { "3.1.1" => V311, "5" => V5 });
-
-/// Plain TCP or TLS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MqttScheme {
-    /// `mqtt://`, default port 1883.
-    Tcp,
-    /// `mqtts://`, default port 8883.
-    Tls,
-}
-
-string_enum!(MqttScheme { "mqtt" => Tcp, "mqtts" => Tls });
-
-/// A parsed broker URL.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MqttUrl {
-    /// `mqtt` or `mqtts`.
-    pub scheme: MqttScheme,
-    /// Host name or IP address.
-    pub host: String,
-    /// Port (1883 or 8883 when not written).
-    pub port: u16,
-}
-
-impl FromValue for MqttUrl {
-    const EXPECTED: &'static str = r#"a URL like "mqtt://127.0.0.1:1883" or "mqtts://broker:8883""#;
-    fn from_value(value: &Value) -> Result<Self, String> {
-        let bad = || mismatch(Self::EXPECTED, value);
-        let text = value.as_str().ok_or_else(bad)?;
-        let (scheme, rest) = text.split_once("://").ok_or_else(bad)?;
-        let scheme = match scheme {
-            "mqtt" => MqttScheme::Tcp,
-            "mqtts" => MqttScheme::Tls,
-            _ => return Err(bad()),
-        };
-        let authority = rest.strip_suffix('/').unwrap_or(rest);
-        if authority.contains(['@', '/', '?', '#']) {
-            return Err(format!(
-                "{}: credentials go in username_env/password_env, and the URL has no path",
-                bad()
-            ));
-        }
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() && !host.ends_with(':') => {
-                (host, port.parse::<u16>().map_err(|_| bad())?)
-            }
-            Some(_) => return Err(bad()),
-            None => (
-                authority,
-                if scheme == MqttScheme::Tls {
-                    8883
-                } else {
-                    1883
-                },
-            ),
-        };
-        if host.is_empty() || port == 0 {
-            return Err(bad());
-        }
-        Ok(Self {
-            scheme,
-            host: host.to_owned(),
-            port,
-        })
-    }
-}
-
-/// One subscription.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MqttTopic {
-    /// Topic filter; `+` matches one level, `#` the rest.
-    pub filter: String,
-    /// Requested QoS.
-    pub qos: Qos,
-}
 
 /// `type = "mqtt"`: QoS 1/2 acks withheld until durable while the event loop keeps
 /// polling; QoS 0 through a byte-bounded queue that drops (and counts) the newest.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MqttConfig {
-    /// The broker. Required.
+    /// `url`: the broker.
     pub url: MqttUrl,
-    /// PEM file of the CA certificate(s) that `mqtts://` trusts for the broker's
-    /// certificate (the system's CA certificates when absent). Read at startup.
+    /// `ca_file`: the CA certificate(s) that `mqtts://` trusts (the system's when
+    /// `None`).
     pub ca_file: Option<PathBuf>,
-    /// Client id; stable across restarts so a persistent session survives them.
-    /// Default `weir-<source name>`.
+    /// `client_id`: stable across restarts, so that a persistent session survives them.
     pub client_id: String,
-    /// Subscriptions, written as `{ filter, qos }` tables or as filters with the
-    /// source's `qos` (default 1). Required, not empty.
+    /// `topics`: the subscriptions (not empty).
     pub topics: Vec<MqttTopic>,
-    /// Start with a fresh session. Default false (a persistent session) when any
-    /// subscription is QoS 1 or 2, true otherwise.
+    /// `clean_session`: whether to start with a fresh session.
     pub clean_session: bool,
-    /// MQTT 5 only: how long the broker keeps the session after a disconnect. Default 1 h
-    /// for a persistent session, 0 s for a clean one.
+    /// `session_expiry`: MQTT 5 only, how long the broker keeps the session after a
+    /// disconnect.
     #[serde(serialize_with = "serialize_opt_duration")]
     pub session_expiry: Option<std::time::Duration>,
-    /// Keepalive, whole seconds up to 65535. Default 30 s.
+    /// `keepalive`: whole seconds up to 65535.
     pub keepalive: Duration,
-    /// Environment variable holding the user name.
+    /// `username_env`: the environment variable holding the user name.
     pub username_env: Option<String>,
-    /// Environment variable holding the password (needs `username_env`).
+    /// `password_env`: the environment variable holding the password.
     pub password_env: Option<String>,
-    /// `"3.1.1"` (default) or `"5"`.
+    /// `protocol`: `"3.1.1"` or `"5"`.
     pub protocol: MqttProtocol,
-    /// Largest message accepted (the client's maximum packet size). Default 256 KiB.
+    /// `max_message_bytes`: the largest message accepted (the client's maximum packet
+    /// size).
     pub max_message_bytes: ByteSize,
-    /// The broker's inflight window for QoS 1/2 (mosquitto's `max_inflight_messages`),
-    /// or the receive maximum weir announces under MQTT 5. Default 20.
+    /// `expected_broker_window`: the broker's inflight window for QoS 1/2, or the
+    /// receive maximum weir announces under MQTT 5.
     pub expected_broker_window: NonZeroU32,
-    /// Above `expected_broker_window × unacked_guard_multiple` unacked messages (a
-    /// broker sending beyond its window) reading pauses until the WAL makes room; if
-    /// none comes within a keepalive, the guard drops the connection. Default 4.
+    /// `unacked_guard_multiple`: above `expected_broker_window ×` this many unacked
+    /// messages (a broker sending beyond its window) reading pauses until the WAL makes
+    /// room; if none comes within a keepalive, the guard drops the connection.
     pub unacked_guard_multiple: NonZeroU32,
-    /// Byte budget of the QoS 0 queue; when full the newest message is dropped and
-    /// counted. Default 8 MiB.
+    /// `qos0_queue_bytes`: the byte budget of the QoS 0 queue.
     pub qos0_queue_bytes: ByteSize,
 }
 
@@ -190,25 +67,56 @@ const MQTT_MAX_PACKET_BYTES: u64 = 268_435_455;
 
 impl SourceKeys for MqttConfig {
     const TYPE: &'static str = "mqtt";
+    const ABOUT: &'static str = "Subscriptions to an MQTT broker: QoS 1/2 acks withheld until durable while the event loop keeps polling; QoS 0 through a byte-bounded queue that drops the newest, counted.";
 
     fn parse(s: &mut Section<'_>, name: &str) -> Option<Self> {
-        let url = s.req::<MqttUrl>("url", "e.g. \"mqtt://127.0.0.1:1883\"");
-        let ca_file = s.opt::<PathBuf>("ca_file");
+        let url = s
+            .key(
+                "url",
+                "The broker: `mqtt://host:port` or `mqtts://host:port` (TLS).",
+            )
+            .example("mqtt://127.0.0.1:1883")
+            .req::<MqttUrl>("e.g. \"mqtt://127.0.0.1:1883\"");
+        let ca_file = s
+            .key(
+                "ca_file",
+                "PEM file of the CA certificate(s) that `mqtts://` trusts for the broker's certificate; read at startup.",
+            )
+            .default_text("the system's CA certificates")
+            .example("/etc/weir/ca.pem")
+            .opt::<PathBuf>();
         if ca_file.is_some() && url.as_ref().is_some_and(|u| u.scheme == MqttScheme::Tcp) {
             s.error(
                 "ca_file",
                 "only applies to mqtts:// URLs; use mqtts:// or remove ca_file",
             );
         }
-        let client_id = s.or("client_id", format!("weir-{name}"));
-        let default_qos = s.or("qos", Qos::AtLeastOnce);
+        let client_id = s
+            .key(
+                "client_id",
+                "Client id; keep it stable across restarts so that a persistent session survives them.",
+            )
+            .default_text("`weir-<source name>`")
+            .or(format!("weir-{name}"));
+        let default_qos = s
+            .key("qos", "QoS of the subscriptions written as plain filters.")
+            .or(Qos::AtLeastOnce);
         let topics = parse_topics(s, default_qos);
         let any_acked = topics
             .as_ref()
             .is_none_or(|t| t.iter().any(|t| t.qos > Qos::AtMostOnce));
-        let clean_session = s.or("clean_session", !any_acked);
+        let clean_session = s
+            .key("clean_session", "Start with a fresh session.")
+            .default_text(
+                "false (a persistent session) when any subscription is QoS 1 or 2, else true",
+            )
+            .or(!any_acked);
+        let protocol = s
+            .key("protocol", "MQTT protocol version.")
+            .default(&MqttProtocol::V311)
+            .raw(<MqttProtocol as FromValue>::KIND);
         // An integer version gets one error that says how to write it.
-        let protocol = match s.raw("protocol") {
+        let protocol = match protocol {
             Some(value) if value.is_integer() => {
                 s.error(
                     "protocol",
@@ -216,10 +124,17 @@ impl SourceKeys for MqttConfig {
                 );
                 None
             }
-            Some(_) => s.opt::<MqttProtocol>("protocol"),
+            Some(value) => s.convert::<MqttProtocol>("protocol", value),
             None => Some(MqttProtocol::V311),
         };
-        let expiry = s.opt::<std::time::Duration>("session_expiry");
+        let expiry = s
+            .key(
+                "session_expiry",
+                "MQTT 5 only: how long the broker keeps the session after a disconnect.",
+            )
+            .default_text("1h for a persistent session, 0s for a clean one")
+            .example("1h")
+            .opt::<std::time::Duration>();
         let session_expiry = match (protocol, expiry) {
             (Some(MqttProtocol::V311), Some(_)) => {
                 s.error("session_expiry", "needs protocol = \"5\"; MQTT 3.1.1 sessions last until the broker expires them");
@@ -244,7 +159,12 @@ impl SourceKeys for MqttConfig {
                 s.error("session_expiry", "0s ends the session at disconnect, so clean_session = false keeps nothing; give a duration or set clean_session = true");
             }
         }
-        let keepalive = s.or("keepalive", Duration::secs(30));
+        let keepalive = s
+            .key(
+                "keepalive",
+                "Keepalive, whole seconds up to 65535s (at least 5s with MQTT 5).",
+            )
+            .or(Duration::secs(30));
         if keepalive.get().subsec_nanos() != 0 || keepalive.get().as_secs() > u64::from(u16::MAX) {
             s.error(
                 "keepalive",
@@ -260,8 +180,20 @@ impl SourceKeys for MqttConfig {
                 format!("expected at least 5s with protocol = \"5\" (the MQTT 5 client's minimum), found {keepalive}"),
             );
         }
-        let username_env = s.opt::<String>("username_env");
-        let password_env = s.opt::<String>("password_env");
+        let username_env = s
+            .key(
+                "username_env",
+                "Environment variable holding the user name.",
+            )
+            .example("WEIR_MQTT_USER")
+            .opt::<String>();
+        let password_env = s
+            .key(
+                "password_env",
+                "Environment variable holding the password (needs `username_env`).",
+            )
+            .example("WEIR_MQTT_PASSWORD")
+            .opt::<String>();
         for (key, env) in [
             ("username_env", &username_env),
             ("password_env", &password_env),
@@ -276,7 +208,12 @@ impl SourceKeys for MqttConfig {
                 "MQTT sends a password only with a user name; add username_env",
             );
         }
-        let max_message_bytes = s.or("max_message_bytes", ByteSize::kib(256));
+        let max_message_bytes = s
+            .key(
+                "max_message_bytes",
+                "Largest message accepted (the client's maximum packet size, at most 256 MiB).",
+            )
+            .or(ByteSize::kib(256));
         if max_message_bytes.bytes() > MQTT_MAX_PACKET_BYTES {
             s.error(
                 "max_message_bytes",
@@ -285,10 +222,13 @@ impl SourceKeys for MqttConfig {
                 ),
             );
         }
-        let expected_broker_window = s.or(
-            "expected_broker_window",
-            NonZeroU32::new(20).expect("20 > 0"),
-        );
+        let expected_broker_window = s
+            .key(
+                "expected_broker_window",
+                "The broker's inflight window for QoS 1/2 (mosquitto's `max_inflight_messages`), or the receive maximum weir announces under MQTT 5.",
+            )
+            .unit("messages")
+            .or(NonZeroU32::new(20).expect("20 > 0"));
         if protocol == Some(MqttProtocol::V5) && expected_broker_window.get() > u32::from(u16::MAX)
         {
             s.error(
@@ -306,12 +246,23 @@ impl SourceKeys for MqttConfig {
             keepalive,
             username_env,
             password_env,
+            // Read after `protocol?`, as they always were: with a bad `protocol` they are
+            // not read (and, when present, reported as unknown).
             protocol: protocol?,
             max_message_bytes,
             expected_broker_window,
             unacked_guard_multiple: s
-                .or("unacked_guard_multiple", NonZeroU32::new(4).expect("4 > 0")),
-            qos0_queue_bytes: s.or("qos0_queue_bytes", ByteSize::mib(8)),
+                .key(
+                    "unacked_guard_multiple",
+                    "Above `expected_broker_window ×` this many unacked messages, reading pauses until the WAL makes room; the connection is dropped if none comes within a keepalive.",
+                )
+                .or(NonZeroU32::new(4).expect("4 > 0")),
+            qos0_queue_bytes: s
+                .key(
+                    "qos0_queue_bytes",
+                    "Byte budget of the QoS 0 queue; when it is full the newest message is dropped and counted.",
+                )
+                .or(ByteSize::mib(8)),
             url: url?,
             topics: topics?,
         })
@@ -412,135 +363,5 @@ impl MqttConfig {
     pub fn guard_limit(&self) -> u64 {
         u64::from(self.expected_broker_window.get())
             .saturating_mul(u64::from(self.unacked_guard_multiple.get()))
-    }
-}
-
-/// Reads `topics`: a non-empty list of filters or `{ filter, qos }` tables.
-fn parse_topics(s: &mut Section<'_>, default_qos: Qos) -> Option<Vec<MqttTopic>> {
-    let path = s.key_path("topics");
-    let diag = s.diagnostics();
-    let Some(value) = s.raw("topics") else {
-        s.error("topics", r#"missing required key (expected a list like ["sensors/#"] or [{ filter = "sensors/#", qos = 1 }])"#);
-        return None;
-    };
-    let Some(array) = value.as_array().filter(|a| !a.is_empty()) else {
-        s.error(
-            "topics",
-            format!(
-                "expected a non-empty list of topic filters, found {}",
-                describe(value)
-            ),
-        );
-        return None;
-    };
-    let mut topics = Vec::with_capacity(array.len());
-    let mut ok = true;
-    for (i, element) in array.iter().enumerate() {
-        let element_path = format!("{path}[{i}]");
-        let topic = match element {
-            Value::String(filter) => Some(MqttTopic {
-                filter: filter.clone(),
-                qos: default_qos,
-            }),
-            Value::Table(table) => {
-                let mut t = Section::new(element_path.clone(), table, diag);
-                let filter = t.req::<String>("filter", "");
-                let qos = t.or("qos", default_qos);
-                t.finish();
-                filter.map(|filter| MqttTopic { filter, qos })
-            }
-            other => {
-                diag.error(
-                    &element_path,
-                    format!(
-                        "expected a topic filter or {{ filter, qos }}, found {}",
-                        describe(other)
-                    ),
-                );
-                None
-            }
-        };
-        match topic {
-            Some(topic) => {
-                if let Err(message) = check_filter(&topic.filter) {
-                    let filter_path = if element.is_table() {
-                        join(&element_path, "filter")
-                    } else {
-                        element_path
-                    };
-                    diag.error(&filter_path, message);
-                    ok = false;
-                } else if topics.iter().any(|t: &MqttTopic| t.filter == topic.filter) {
-                    diag.error(
-                        &element_path,
-                        format!("{:?} is subscribed twice", topic.filter),
-                    );
-                    ok = false;
-                }
-                topics.push(topic);
-            }
-            None => ok = false,
-        }
-    }
-    ok.then_some(topics)
-}
-
-/// Checks an MQTT topic filter: non-empty, `#` only as the whole last level, `+` only as
-/// a whole level.
-fn check_filter(filter: &str) -> Result<(), String> {
-    if filter.is_empty() {
-        return Err("expected a topic filter, found an empty string".to_owned());
-    }
-    let levels: Vec<&str> = filter.split('/').collect();
-    for (i, level) in levels.iter().enumerate() {
-        let wildcard_misused = (level.contains('#') && (*level != "#" || i + 1 != levels.len()))
-            || (level.contains('+') && *level != "+");
-        if wildcard_misused {
-            return Err(format!(
-                "{filter:?} is not a valid topic filter: '+' must be a whole level and '#' the whole last level"
-            ));
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn url(text: &str) -> Result<MqttUrl, String> {
-        MqttUrl::from_value(&Value::String(text.to_owned()))
-    }
-
-    #[test]
-    fn urls_take_scheme_host_and_port() {
-        assert_eq!(
-            url("mqtt://127.0.0.1:18830"),
-            Ok(MqttUrl {
-                scheme: MqttScheme::Tcp,
-                host: "127.0.0.1".into(),
-                port: 18830
-            })
-        );
-        assert_eq!(url("mqtts://broker").map(|u| u.port), Ok(8883));
-        assert_eq!(url("mqtt://broker/").map(|u| u.port), Ok(1883));
-        assert!(url("http://broker").is_err());
-        assert!(
-            url("mqtt://user:pw@broker")
-                .unwrap_err()
-                .contains("username_env")
-        );
-        assert!(url("mqtt://broker:99999").is_err());
-        assert!(url("mqtt://:1883").is_err());
-    }
-
-    #[test]
-    fn filters_check_wildcards() {
-        assert!(check_filter("sensors/#").is_ok());
-        assert!(check_filter("sensors/+/temp").is_ok());
-        assert!(check_filter("#").is_ok());
-        assert!(check_filter("sensors/#/temp").is_err());
-        assert!(check_filter("sensors/te+").is_err());
-        assert!(check_filter("").is_err());
     }
 }

@@ -49,7 +49,9 @@ mod config;
 pub mod core;
 mod shell;
 mod status;
+mod values;
 
-pub use self::config::{MqttConfig, MqttProtocol, MqttScheme, MqttTopic, MqttUrl, Qos};
+pub use self::config::MqttConfig;
 pub use self::shell::{Shared, run};
 pub use self::status::register;
+pub use self::values::{MqttProtocol, MqttScheme, MqttTopic, MqttUrl, Qos};

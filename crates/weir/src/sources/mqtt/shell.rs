@@ -9,9 +9,10 @@ use weir_wal::Batch;
 
 use super::client;
 use super::client::{Connection, Event};
-use super::config::{MqttConfig, Qos};
+use super::config::MqttConfig;
 use super::core::{Done, Ledger, LedgerConfig, MqttStatus, Offer, Unit, Work};
 use super::status::register;
+use super::values::Qos;
 use crate::pipeline::appends::{self, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;

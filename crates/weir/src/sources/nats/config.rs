@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::keys::nats::{nats_auth, nats_ca_file, nats_urls};
 use crate::keys::units::string_enum;
-use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, join, times};
+use crate::keys::{Bounds, ByteSize, Duration, Section, join, times};
 use crate::sources::SourceKeys;
 
 /// Where a consumer that weir creates starts in the stream (applied only when it is
@@ -28,55 +29,62 @@ string_enum!(DeliverPolicy { "all" => All, "new" => New, "by_start_time" => BySt
 /// batch is fsynced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NatsConfig {
-    /// Server URLs, `nats://host:port` or `tls://host:port`: one string, or a list for a
-    /// cluster (the client fails over between them). Required.
+    /// `url`: the server URLs, `nats://host:port` or `tls://host:port` (the client
+    /// fails over between them).
     pub url: Vec<String>,
-    /// JetStream stream name. Required.
+    /// `stream`: the JetStream stream name.
     pub stream: String,
-    /// Durable consumer name (several weir instances may share it). Required.
+    /// `consumer`: the durable consumer name.
     pub consumer: String,
-    /// Subject filters; the whole stream when empty. More than one needs a server
-    /// of 2.10 or later (checked at connect).
+    /// `subjects`: subject filters; the whole stream when empty.
     pub subjects: Vec<String>,
-    /// The consumer's `max_ack_pending` when weir creates it. Default 256.
+    /// `max_ack_pending`: the consumer's, when weir creates it.
     pub max_ack_pending: NonZeroU32,
-    /// The consumer's `ack_wait` when weir creates it. Default 30 s.
+    /// `ack_wait`: the consumer's, when weir creates it.
     pub ack_wait: Duration,
-    /// Where a consumer weir creates starts. Default `all`.
+    /// `deliver_policy`: where a consumer weir creates starts.
     pub deliver_policy: DeliverPolicy,
-    /// With `deliver_policy = "by_start_time"`: an RFC 3339 time.
+    /// `start_time`: with `deliver_policy = "by_start_time"`, an RFC 3339 time.
     pub start_time: Option<String>,
-    /// Messages fetched and not yet durable in the WAL, at most: the credits. Default
-    /// `max_ack_pending / instances`.
+    /// `max_inflight`: messages fetched and not yet durable, at most (the credits).
     pub max_inflight: NonZeroU32,
-    /// Messages asked for per fetch, at most `max_inflight`. Default 64 (or less).
+    /// `fetch_batch`: messages asked for per fetch, at most `max_inflight`.
     pub fetch_batch: NonZeroU32,
-    /// How many weir instances share the consumer (a hint for the startup warning on
-    /// `max_ack_pending`). Default 1.
+    /// `instances`: how many weir instances share the consumer.
     pub instances: NonZeroU32,
-    /// Wait for the server to confirm each ack (a double ack). Default false.
+    /// `ack_confirm`: whether each ack waits for the server's confirmation.
     pub ack_confirm: bool,
-    /// Largest message accepted; larger ones are quarantined, then acked. Default 256 KiB.
+    /// `max_message_bytes`: the largest message accepted.
     pub max_message_bytes: ByteSize,
-    /// A NATS `.creds` file (JWT and nkey seed).
+    /// `creds_file`: a NATS `.creds` file.
     pub creds_file: Option<PathBuf>,
-    /// Environment variable holding a token.
+    /// `token_env`: the environment variable holding a token.
     pub token_env: Option<String>,
-    /// File holding an nkey seed (`SU…`).
+    /// `nkey_seed_file`: the file holding an nkey seed.
     pub nkey_seed_file: Option<PathBuf>,
-    /// Environment variable holding an nkey seed.
+    /// `nkey_seed_env`: the environment variable holding an nkey seed.
     pub nkey_seed_env: Option<String>,
-    /// PEM file of the CA certificate(s) that `tls://` trusts (the system's when absent).
+    /// `ca_file`: the CA certificate(s) that `tls://` trusts.
     pub ca_file: Option<PathBuf>,
 }
 
 impl SourceKeys for NatsConfig {
     const TYPE: &'static str = "nats";
+    const ABOUT: &'static str = "A JetStream durable pull consumer: at most `max_inflight` messages fetched and not yet durable, each acked once its WAL batch is fsynced.";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
-        let url = crate::keys::nats::nats_urls(s);
-        let stream = s.req::<String>("stream", "the JetStream stream to consume");
-        let consumer = s.req::<String>("consumer", "the durable consumer name");
+        let url = nats_urls(s);
+        let stream = s
+            .key("stream", "JetStream stream name.")
+            .example("EVENTS")
+            .req::<String>("the JetStream stream to consume");
+        let consumer = s
+            .key(
+                "consumer",
+                "Durable consumer name (several weir instances may share it).",
+            )
+            .example("weir")
+            .req::<String>("the durable consumer name");
         for (key, value) in [("stream", &stream), ("consumer", &consumer)] {
             if let Some(v) = value
                 && (v.is_empty() || v.contains(['.', '*', '>', ' ', '\t', '/', '\\']))
@@ -87,21 +95,51 @@ impl SourceKeys for NatsConfig {
                 );
             }
         }
-        let subjects: Vec<String> = s.list("subjects").unwrap_or_default();
+        let subjects: Vec<String> = s
+            .key(
+                "subjects",
+                "Subject filters (more than one needs a server of 2.10 or later).",
+            )
+            .default_text("the whole stream")
+            .example(vec!["events.>"])
+            .list()
+            .unwrap_or_default();
         for (i, subject) in subjects.iter().enumerate() {
             if let Err(message) = super::core::check_filter(subject) {
                 s.error("subjects", format!("subjects[{i}]: {message}"));
             }
         }
-        let max_ack_pending = s.or("max_ack_pending", NonZeroU32::new(256).expect("256 > 0"));
-        let instances = s.or("instances", NonZeroU32::MIN);
+        let max_ack_pending = s
+            .key(
+                "max_ack_pending",
+                "The consumer's `max_ack_pending` when weir creates it.",
+            )
+            .unit("messages")
+            .or(NonZeroU32::new(256).expect("256 > 0"));
+        let instances = s
+            .key(
+                "instances",
+                "How many weir instances share the consumer (a hint for the warning on `max_ack_pending`).",
+            )
+            .or(NonZeroU32::MIN);
         let default_inflight =
             NonZeroU32::new(max_ack_pending.get() / instances.get()).unwrap_or(NonZeroU32::MIN);
-        let max_inflight = s.or("max_inflight", default_inflight);
-        let fetch_batch = s.or(
-            "fetch_batch",
-            NonZeroU32::new(64.min(max_inflight.get())).unwrap_or(NonZeroU32::MIN),
-        );
+        let max_inflight = s
+            .key(
+                "max_inflight",
+                "Messages fetched and not yet durable in the WAL, at most: the credits.",
+            )
+            .unit("messages")
+            .default_text("`max_ack_pending / instances`")
+            .or(default_inflight);
+        let fetch_batch = s
+            .key(
+                "fetch_batch",
+                "Messages asked for per fetch, at most `max_inflight`.",
+            )
+            .unit("messages")
+            .default_text("64, or `max_inflight` if smaller")
+            .or(NonZeroU32::new(64.min(max_inflight.get())).unwrap_or(NonZeroU32::MIN));
         if fetch_batch > max_ack_pending && !s.failed(&["fetch_batch", "max_ack_pending"]) {
             s.error(
                 "fetch_batch",
@@ -113,8 +151,19 @@ impl SourceKeys for NatsConfig {
                 format!("{fetch_batch} is more than max_inflight = {max_inflight}; a fetch asks only for the free credits"),
             );
         }
-        let deliver_policy = s.or("deliver_policy", DeliverPolicy::All);
-        let start_time = s.opt::<String>("start_time");
+        let deliver_policy = s
+            .key(
+                "deliver_policy",
+                "Where a consumer that weir creates starts (a bound consumer keeps its own).",
+            )
+            .or(DeliverPolicy::All);
+        let start_time = s
+            .key(
+                "start_time",
+                "With `deliver_policy = \"by_start_time\"`: an RFC 3339 time.",
+            )
+            .example("2026-01-31T12:00:00Z")
+            .opt::<String>();
         match (&start_time, deliver_policy) {
             (Some(t), DeliverPolicy::ByStartTime) => {
                 if humantime::parse_rfc3339_weak(t).is_err() {
@@ -136,7 +185,12 @@ impl SourceKeys for NatsConfig {
             ),
             (None, _) => {}
         }
-        let ack_wait = s.or("ack_wait", Duration::secs(30));
+        let ack_wait = s
+            .key(
+                "ack_wait",
+                "The consumer's `ack_wait` when weir creates it (progress acks go out at half of it).",
+            )
+            .or(Duration::secs(30));
         if ack_wait.get() < std::time::Duration::from_secs(1) {
             s.error(
                 "ack_wait",
@@ -145,28 +199,8 @@ impl SourceKeys for NatsConfig {
                 ),
             );
         }
-        let creds_file = s.opt::<PathBuf>("creds_file");
-        let token_env = s.opt::<String>("token_env");
-        let nkey_seed_file = s.opt::<PathBuf>("nkey_seed_file");
-        let nkey_seed_env = s.opt::<String>("nkey_seed_env");
-        for (key, env) in [("token_env", &token_env), ("nkey_seed_env", &nkey_seed_env)] {
-            if let Some(env) = env {
-                check_env_name(s, key, env);
-            }
-        }
-        let ways = [
-            creds_file.is_some(),
-            token_env.is_some(),
-            nkey_seed_file.is_some(),
-            nkey_seed_env.is_some(),
-        ];
-        if ways.iter().filter(|w| **w).count() > 1 {
-            s.error(
-                "creds_file",
-                "choose one of creds_file, token_env, nkey_seed_file, nkey_seed_env",
-            );
-        }
-        let ca_file = s.opt::<PathBuf>("ca_file");
+        let auth = nats_auth(s);
+        let ca_file = nats_ca_file(s);
         if ca_file.is_some()
             && url
                 .as_ref()
@@ -177,6 +211,18 @@ impl SourceKeys for NatsConfig {
                 "only applies to tls:// URLs; use tls:// or remove ca_file",
             );
         }
+        let ack_confirm = s
+            .key(
+                "ack_confirm",
+                "Wait for the server to confirm each ack (a double ack).",
+            )
+            .or(false);
+        let max_message_bytes = s
+            .key(
+                "max_message_bytes",
+                "Largest message accepted; a larger one is quarantined, then acked.",
+            )
+            .or(ByteSize::kib(256));
         Some(Self {
             subjects,
             max_ack_pending,
@@ -186,12 +232,12 @@ impl SourceKeys for NatsConfig {
             max_inflight,
             fetch_batch,
             instances,
-            ack_confirm: s.or("ack_confirm", false),
-            max_message_bytes: s.or("max_message_bytes", ByteSize::kib(256)),
-            creds_file,
-            token_env,
-            nkey_seed_file,
-            nkey_seed_env,
+            ack_confirm,
+            max_message_bytes,
+            creds_file: auth.creds_file,
+            token_env: auth.token_env,
+            nkey_seed_file: auth.nkey_seed_file,
+            nkey_seed_env: auth.nkey_seed_env,
             ca_file,
             url: url?,
             stream: stream?,
