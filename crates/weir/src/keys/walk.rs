@@ -335,7 +335,7 @@ impl<'a> Section<'a> {
 
     /// The sub-table `key` whose value is `value` (an empty one for `None`): `None` when
     /// it is not a table (recorded).
-    pub(super) fn sub_table(&self, key: &str, value: Option<&'a Value>) -> Option<Section<'a>> {
+    pub fn sub_table(&self, key: &str, value: Option<&'a Value>) -> Option<Section<'a>> {
         let table = self.table_of(key, value)?;
         Some(self.nested(self.key_path(key), self.doc_name(key), table))
     }

@@ -82,29 +82,74 @@ impl FileSourceConfig {
 
 impl SourceKeys for FileSourceConfig {
     const TYPE: &'static str = "file";
+    const ABOUT: &'static str = "Lines of the files a path or glob matches, followed across rotations (positions saved past durable lines), or of standard input.";
 
     fn parse(s: &mut Section<'_>, _name: &str) -> Option<Self> {
-        let path: Option<PathBuf> = s.req(
-            "path",
-            "a file path or glob (\"/var/log/app/*.log\"), or \"-\" for standard input",
-        );
-        let exclude = s.list::<String>("exclude").unwrap_or_default();
-        let exclude_rotated = s.or("exclude_rotated", true);
+        let path: Option<PathBuf> = s
+            .key(
+                "path",
+                "The file or glob (`*`, `?`, `[..]`, `**`) to read, or `-` for standard input.",
+            )
+            .example("/var/log/app/*.log")
+            .req("a file path or glob (\"/var/log/app/*.log\"), or \"-\" for standard input");
+        let exclude = s
+            .key(
+                "exclude",
+                "Globs of files not to read: by name, or by whole path when the glob has a `/`.",
+            )
+            .example(toml::Value::Array(vec!["*-debug.log".into()]))
+            .list::<String>()
+            .unwrap_or_default();
+        let exclude_rotated = s
+            .key(
+                "exclude_rotated",
+                "Leave rotated names (`app.log.1`, `app.log-20241206`, `*.gz`) out unless `path` names them.",
+            )
+            .or(true);
         if let Some(path) = &path
             && path.as_os_str() != "-"
             && let Err(e) = Patterns::new(path, &exclude, exclude_rotated)
         {
             s.error(e.key, e.message);
         }
-        let max_line_bytes = s.or("max_line_bytes", ByteSize::mib(1));
-        let batch_bytes = s.or("batch_bytes", ByteSize::mib(1));
-        if max_line_bytes > batch_bytes && !s.failed(&["max_line_bytes", "batch_bytes"]) {
+        let scan_interval = s
+            .key(
+                "scan_interval",
+                "How often the glob's directories are listed again (inotify finds new files sooner).",
+            )
+            .or(Duration::secs(1));
+        let max_open_files = s
+            .key(
+                "max_open_files",
+                "Files open at once; the others wait, oldest first.",
+            )
+            .unit("files")
+            .or(NonZeroU32::new(64).expect("64 > 0"));
+        let rotate_wait = s
+            .key(
+                "rotate_wait",
+                "How long a renamed or deleted file is kept open after its last growth.",
+            )
+            .or(Duration::secs(5));
+        let forget_after = s
+            .key(
+                "forget_after",
+                "How long the saved position of a file no longer followed is kept.",
+            )
+            .or(Duration::secs(600));
+        let floor = rotate_wait.max(Duration::secs(10));
+        if forget_after <= floor && !s.failed(&["forget_after", "rotate_wait"]) {
             s.error(
-                "max_line_bytes",
-                format!("{max_line_bytes} is more than batch_bytes = {batch_bytes}; the longest line must fit in a batch"),
+                "forget_after",
+                format!("{forget_after} is too short: it must be longer than rotate_wait and 10s ({floor}), or a rotated file read to its end could be read again after a restart"),
             );
         }
-        let fingerprint_bytes = s.or("fingerprint_bytes", ByteSize::kib(1));
+        let fingerprint_bytes = s
+            .key(
+                "fingerprint_bytes",
+                "Bytes of a file's start that identify it, with its inode.",
+            )
+            .or(ByteSize::kib(1));
         if !(16..=64 * 1024).contains(&fingerprint_bytes.bytes())
             && !s.failed(&["fingerprint_bytes"])
         {
@@ -113,50 +158,86 @@ impl SourceKeys for FileSourceConfig {
                 format!("expected between 16 B and 64 KiB, found {fingerprint_bytes}"),
             );
         }
+        let read_from = s
+            .key(
+                "read_from",
+                "Where a file with no saved position found at start begins (files found later: their start).",
+            )
+            .or(ReadFrom::Beginning);
+        let allow_binary = s
+            .key(
+                "allow_binary",
+                "Read files with a NUL byte in their first KiB (skipped with a warning otherwise).",
+            )
+            .or(false);
+        let max_line_bytes = s
+            .key(
+                "max_line_bytes",
+                "Longest line (or multi-line record); a longer one's head goes to the quarantine.",
+            )
+            .or(ByteSize::mib(1));
+        let partial_flush = s
+            .key(
+                "partial_flush",
+                "Emit a last line without a newline after this long without growth.",
+            )
+            .default_text("never: it waits for its newline")
+            .example("5s")
+            .opt::<Duration>();
+        let batch_size = s
+            .key("batch_size", "Lines per batch handed to the WAL.")
+            .unit("lines")
+            .or(NonZeroU32::new(256).expect("256 > 0"));
+        let batch_bytes = s
+            .key(
+                "batch_bytes",
+                "Bytes per batch handed to the WAL; a batch is cut before it would pass this.",
+            )
+            .or(ByteSize::mib(1));
+        if max_line_bytes > batch_bytes && !s.failed(&["max_line_bytes", "batch_bytes"]) {
+            s.error(
+                "max_line_bytes",
+                format!("{max_line_bytes} is more than batch_bytes = {batch_bytes}; the longest line must fit in a batch"),
+            );
+        }
         let format = Format::parse(s);
         let multiline = MultilineConfig::parse(s);
         if let Some(m) = &multiline
             && m.max_bytes > max_line_bytes
             && !s.failed(&["multiline", "max_line_bytes"])
         {
-            s.error(
-                "multiline.max_bytes",
+            s.diagnostics().error(
+                &format!("{}.max_bytes", s.key_path("multiline")),
                 format!("{} is more than max_line_bytes = {max_line_bytes}; a record must fit in a line's bound", m.max_bytes),
             );
         }
-        let host = s.opt::<String>("host");
+        let host = s
+            .key("host", "The `host` attribute of every record.")
+            .default_text("this machine's host name")
+            .example("web-1")
+            .opt::<String>();
         if host.as_deref() == Some("") {
             s.error("host", "expected a host name, found an empty string");
         }
-        let rotate_wait = s.or("rotate_wait", Duration::secs(5));
-        let forget_after = s.or("forget_after", Duration::secs(600));
-        let floor = rotate_wait.max(Duration::secs(10));
-        if forget_after <= floor && !s.failed(&["forget_after", "rotate_wait"]) {
-            s.error(
-                "forget_after",
-                format!("{forget_after} is too short: it must be longer than rotate_wait and 10s ({floor}), or a rotated file read to its end could be read again after a restart"),
-            );
-        }
-        let config = Self {
+        Some(Self {
             exclude,
             exclude_rotated,
-            scan_interval: s.or("scan_interval", Duration::secs(1)),
-            max_open_files: s.or("max_open_files", NonZeroU32::new(64).expect("64 > 0")),
+            scan_interval,
+            max_open_files,
             rotate_wait,
             fingerprint_bytes,
             forget_after,
-            read_from: s.or("read_from", ReadFrom::Beginning),
-            allow_binary: s.or("allow_binary", false),
+            read_from,
+            allow_binary,
             max_line_bytes,
-            partial_flush: s.opt("partial_flush"),
-            batch_size: s.or("batch_size", NonZeroU32::new(256).expect("256 > 0")),
+            partial_flush,
+            batch_size,
             batch_bytes,
             format: format?,
             multiline,
             host,
             path: path?,
-        };
-        Some(config)
+        })
     }
 
     fn bounds(&self, bounds: &mut Bounds<'_>) {
@@ -238,8 +319,19 @@ impl SourceKeys for FileSourceConfig {
 
 impl FieldType {
     /// Reads `types = { NAME = "int", … }`.
-    pub(super) fn parse_table(s: &mut Section<'_>) -> Vec<(String, FieldType)> {
-        let Some(value) = s.raw("types") else {
+    pub(super) fn parse_table(s: &mut Section<'_>, applies: bool) -> Vec<(String, FieldType)> {
+        let Some(value) = s
+            .key(
+                "types",
+                "`format = \"regex\"`: capture types, `int`, `float`, `bool` or `timestamp:<strftime>` (others stay strings).",
+            )
+            .example(toml::Value::Table(toml::Table::from_iter([(
+                "status".to_owned(),
+                toml::Value::from("int"),
+            )])))
+            .only_if(applies, "applies only to format = \"regex\"")
+            .raw("table of capture name = type")
+        else {
             return Vec::new();
         };
         let path = s.key_path("types");

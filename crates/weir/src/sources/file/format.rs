@@ -121,47 +121,38 @@ impl Format {
     /// Reads `format`, `on_not_json`, `pattern`, `types` and `on_mismatch`, refusing
     /// those that do not apply to the chosen format.
     pub(super) fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let kind = s.or("format", FormatKind::Ndjson);
-        let on_not_json = s.opt::<OnNotJson>("on_not_json");
-        let pattern = s.opt::<String>("pattern");
-        let has_types = s.has("types");
-        let types = FieldType::parse_table(s);
-        let on_mismatch = s.opt::<OnMismatch>("on_mismatch");
-        let only = |s: &Section<'_>, key: &str, present: bool, formats: &str| {
-            if present && !s.failed(&["format"]) {
-                s.error(
-                    key,
-                    format!(
-                        "applies only to {formats}; this source has format = \"{}\"",
-                        kind.as_str()
-                    ),
-                );
-            }
-        };
-        only(
-            s,
-            "on_not_json",
-            on_not_json.is_some() && kind != FormatKind::Ndjson,
-            "format = \"ndjson\"",
-        );
-        only(
-            s,
-            "pattern",
-            pattern.is_some() && kind != FormatKind::Regex,
-            "format = \"regex\"",
-        );
-        only(
-            s,
-            "types",
-            has_types && kind != FormatKind::Regex,
-            "format = \"regex\"",
-        );
-        only(
-            s,
-            "on_mismatch",
-            on_mismatch.is_some() && !matches!(kind, FormatKind::Regex | FormatKind::Logfmt),
-            "format = \"regex\" or \"logfmt\"",
-        );
+        let kind = s
+            .key(
+                "format",
+                "How a line becomes a payload: as it is (`ndjson`), a JSON string (`lines`), named captures (`regex`), or `logfmt` pairs.",
+            )
+            .or(FormatKind::Ndjson);
+        let on_not_json = s
+            .key(
+                "on_not_json",
+                "`format = \"ndjson\"`: a line that is not JSON is kept as a string (counted) or sent to the quarantine.",
+            )
+            .only_if(kind == FormatKind::Ndjson, "applies only to format = \"ndjson\"")
+            .or(OnNotJson::Keep);
+        let pattern = s
+            .key(
+                "pattern",
+                "`format = \"regex\"`: a regular expression whose named captures become the payload's fields.",
+            )
+            .example("^(?P<level>\\w+) (?P<msg>.*)$")
+            .only_if(kind == FormatKind::Regex, "applies only to format = \"regex\"")
+            .opt::<String>();
+        let types = FieldType::parse_table(s, kind == FormatKind::Regex);
+        let on_mismatch = s
+            .key(
+                "on_mismatch",
+                "`format = \"regex\"` or `\"logfmt\"`: a line that does not parse goes to the quarantine, or is kept as a JSON string (counted either way).",
+            )
+            .only_if(
+                matches!(kind, FormatKind::Regex | FormatKind::Logfmt),
+                "applies only to format = \"regex\" or \"logfmt\"",
+            )
+            .or(OnMismatch::Quarantine);
         if kind == FormatKind::Regex {
             match &pattern {
                 None if !s.failed(&["pattern"]) => s.error(
@@ -190,10 +181,10 @@ impl Format {
         }
         Some(Format {
             kind,
-            on_not_json: on_not_json.unwrap_or(OnNotJson::Keep),
+            on_not_json,
             pattern,
             types,
-            on_mismatch: on_mismatch.unwrap_or(OnMismatch::Quarantine),
+            on_mismatch,
         })
     }
 }

@@ -96,9 +96,9 @@ fn keys_of_another_format_are_refused_by_name() {
     assert_eq!(
         errors,
         [
-            "sources.tail.on_not_json: applies only to format = \"ndjson\"; this source has format = \"lines\"",
-            "sources.tail.pattern: applies only to format = \"regex\"; this source has format = \"lines\"",
-            "sources.tail.on_mismatch: applies only to format = \"regex\" or \"logfmt\"; this source has format = \"lines\"",
+            "sources.tail.on_not_json: applies only to format = \"ndjson\"",
+            "sources.tail.pattern: applies only to format = \"regex\"",
+            "sources.tail.on_mismatch: applies only to format = \"regex\" or \"logfmt\"",
         ]
     );
     let (_, errors) = format("format = \"regex\"");

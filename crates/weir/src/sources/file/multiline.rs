@@ -69,22 +69,23 @@ impl MultilineConfig {
 
     /// Reads `multiline` from the source's section.
     pub(super) fn parse(s: &mut Section<'_>) -> Option<Self> {
-        let value = s.raw("multiline")?;
-        let defaults = |rule| MultilineConfig {
-            rule,
-            max_lines: Self::DEFAULT_MAX_LINES,
-            max_bytes: Self::DEFAULT_MAX_BYTES,
-            timeout: Duration::secs(1),
-        };
-        if let Some(name) = value.as_str() {
+        let value = s
+            .key(
+                "multiline",
+                "Lines joined into one record: a preset (`java`, `python`, `go`) or a table with `start` or `preset`.",
+            )
+            .default_text("none: a line is a record")
+            .example("java")
+            .raw("a preset (\"java\", \"python\", \"go\") or a table");
+        if let Some(name) = value.and_then(toml::Value::as_str) {
             return match Self::preset(name) {
-                Some(rule) => Some(defaults(rule)),
+                Some(rule) => Some(Self::with_defaults(rule)),
                 None => {
                     s.error(
                         "multiline",
                         crate::keys::units::choice_mismatch(
                             "one of \"java\", \"python\", \"go\", or a table with `start`",
-                            value,
+                            value.expect("a string"),
                             PRESETS,
                         ),
                     );
@@ -92,9 +93,36 @@ impl MultilineConfig {
                 }
             };
         }
-        let mut t = s.table("multiline")?;
-        let start = t.opt::<String>("start");
-        let preset = t.opt::<String>("preset");
+        // The table's keys are declared in a documenting walk too (as `multiline.…`).
+        if value.is_none() && !s.is_documenting() {
+            return None;
+        }
+        let mut t = s.sub_table("multiline", value)?;
+        let start = t
+            .key(
+                "start",
+                "A regular expression: a line that matches begins a record, the others join it.",
+            )
+            .example("^\\d{4}-\\d{2}-\\d{2} ")
+            .opt::<String>();
+        let preset = t
+            .key("preset", "A preset instead of `start`: `java`, `python` or `go`.")
+            .example("python")
+            .opt::<String>();
+        let max_lines = t
+            .key("max_lines", "Lines per record at most (counted when cut).")
+            .unit("lines")
+            .or(u64::from(Self::DEFAULT_MAX_LINES));
+        let max_bytes = t
+            .key("max_bytes", "Bytes per record at most (counted when cut).")
+            .or(Self::DEFAULT_MAX_BYTES);
+        let timeout = t
+            .key("timeout", "A record ends after this long without a new line.")
+            .or(Duration::secs(1));
+        if value.is_none() {
+            t.finish();
+            return None; // documenting
+        }
         let rule = match (start, preset) {
             (Some(start), None) => match Regex::new(&start) {
                 Ok(_) => Some(Rule::Start(start)),
@@ -126,21 +154,28 @@ impl MultilineConfig {
                 None
             }
         };
-        let max_lines = t.or("max_lines", u64::from(Self::DEFAULT_MAX_LINES));
         if max_lines == 0 || max_lines > 100_000 {
             t.error(
                 "max_lines",
                 format!("expected 1 to 100000 lines, found {max_lines}"),
             );
         }
-        let config = MultilineConfig {
+        t.finish();
+        Some(MultilineConfig {
             rule: rule?,
             max_lines: u32::try_from(max_lines).unwrap_or(u32::MAX),
-            max_bytes: t.or("max_bytes", Self::DEFAULT_MAX_BYTES),
-            timeout: t.or("timeout", Duration::secs(1)),
-        };
-        t.finish();
-        Some(config)
+            max_bytes,
+            timeout,
+        })
+    }
+
+    fn with_defaults(rule: Rule) -> Self {
+        MultilineConfig {
+            rule,
+            max_lines: Self::DEFAULT_MAX_LINES,
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            timeout: Duration::secs(1),
+        }
     }
 }
 

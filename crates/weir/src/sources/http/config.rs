@@ -83,7 +83,7 @@ impl SourceKeys for HttpSourceConfig {
         let max_concurrent_requests = s
             .key(
                 "max_concurrent_requests",
-                "Requests served at once; more wait in the accept queue.",
+                "Requests served at once; one more is answered 503 at once.",
             )
             .unit("requests")
             .or(NonZeroU32::new(16).expect("16 > 0"));
