@@ -56,6 +56,7 @@
 mod batch;
 mod chain;
 mod chunk_frames;
+mod clock;
 mod config;
 mod core;
 mod crc;
@@ -89,10 +90,3 @@ pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record, reader_memory_bound
 pub use recovery::{OpenReport, QuarantinedSegment};
 pub use stats::{CursorStats, WalStats};
 pub use wal::Wal;
-
-/// Wall-clock milliseconds since the UNIX epoch (record append times).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}

@@ -141,7 +141,7 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
         // Batch marks place what follows the damage exactly; the guess above (a CRC
         // error with a sound length is one record) is for version-1 segments only.
         let lo = created.saturating_sub(TIME_SLACK_MS);
-        let hi = crate::now_ms().saturating_add(TIME_SLACK_MS);
+        let hi = crate::clock::now_ms().saturating_add(TIME_SLACK_MS);
         scan.valid_after_damage =
             placed_after_damage(path, first, scan.records, scan.good_len, damaged_in, lo, hi)?;
     }

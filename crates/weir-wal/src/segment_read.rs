@@ -284,7 +284,7 @@ fn resync(
                 None,
                 core.durable_end,
                 lo,
-                crate::now_ms().saturating_add(TIME_SLACK_MS),
+                crate::clock::now_ms().saturating_add(TIME_SLACK_MS),
             ),
         }
     };

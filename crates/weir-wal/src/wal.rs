@@ -97,7 +97,7 @@ impl Wal {
     /// [`OpenError`] if the directory is locked by another process, a segment has an
     /// unknown format version, or the filesystem fails.
     pub fn open(config: WalConfig) -> Result<(Wal, OpenReport), OpenError> {
-        let (opened, report) = open_dir(&config, crate::now_ms())?;
+        let (opened, report) = open_dir(&config, crate::clock::now_ms())?;
         // With the directory lock held (taken by `open_dir`).
         let id = crate::identity::load_or_create(&config.dir)?;
         let (durable, _) = watch::channel(opened.core.durable_end);
@@ -245,7 +245,7 @@ impl Wal {
 
     /// A snapshot of the WAL's figures.
     pub fn stats(&self) -> WalStats {
-        WalStats::collect(&self.inner.shared, crate::now_ms())
+        WalStats::collect(&self.inner.shared, crate::clock::now_ms())
     }
 
     /// The largest batch [`append`](Self::append) takes (in encoded bytes):

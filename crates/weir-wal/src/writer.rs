@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::config::SyncMode;
+use crate::config::{OnFull, SyncMode};
 use crate::core::{FS_RESERVE, INODE_RESERVE, Plan};
 use crate::error::AppendError;
 use crate::faults::IoStep;
@@ -162,7 +162,7 @@ impl Writer {
         let fs_room = fs_room(&self.file);
         {
             let mut core = self.shared.core();
-            core.update_releases(crate::now_ms());
+            core.update_releases(crate::clock::now_ms());
             core.fs_room = fs_room;
         }
         while let Some(job) = self.pending.pop_front() {
@@ -294,9 +294,9 @@ impl Writer {
                 "WAL {dir}: its filesystem is full before max_disk ({room} bytes left above the \
                  {FS_RESERVE}-byte reserve): appends {} until space returns; lower max_disk to the disk's size",
                 match on_full {
-                    crate::OnFull::Block => "wait",
-                    crate::OnFull::Reject => "are refused",
-                    crate::OnFull::DropOldest => "evict the oldest segments",
+                    OnFull::Block => "wait",
+                    OnFull::Reject => "are refused",
+                    OnFull::DropOldest => "evict the oldest segments",
                 }
             );
         } else {
@@ -425,7 +425,7 @@ impl Writer {
             .appended_bytes
             .fetch_sub(bytes, Ordering::Relaxed);
         self.resource_short(Some(&format!("writing to the active segment: {cause}")));
-        if on_full == crate::OnFull::Reject {
+        if on_full == OnFull::Reject {
             for (job, _) in failed {
                 if let Some(link) = &job.chain {
                     link.refused();
@@ -496,7 +496,7 @@ impl Writer {
             return Rotated::Failed;
         }
         let first = self.shared.core().written_end();
-        let now = crate::now_ms();
+        let now = crate::clock::now_ms();
         let created = match self.shared.injected(IoStep::CreateSegment) {
             Some(e) => Err(e),
             None => create_segment(&self.shared.dir, first, now),
@@ -546,7 +546,7 @@ impl Writer {
     fn refuse_for_resource(&mut self, job: Job, cause: &str) -> bool {
         self.resource_short(Some(cause));
         let on_full = self.shared.core().on_full;
-        if on_full == crate::OnFull::Reject {
+        if on_full == OnFull::Reject {
             if let Some(link) = &job.chain {
                 link.refused();
             }
@@ -570,7 +570,7 @@ impl Writer {
                 tracing::warn!(
                     "WAL {}: {cause}: appends {} until the resource returns (nothing is lost)",
                     self.shared.dir.display(),
-                    if self.shared.core().on_full == crate::OnFull::Reject {
+                    if self.shared.core().on_full == OnFull::Reject {
                         "are refused"
                     } else {
                         "wait"
