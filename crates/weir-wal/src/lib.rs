@@ -65,6 +65,7 @@ pub mod faults;
 pub mod format;
 mod identity;
 mod read_ahead;
+mod read_batch;
 mod reader;
 mod recovery;
 mod segment;
@@ -86,7 +87,8 @@ pub use config::{
 pub use core::FS_RESERVE;
 pub use error::{AppendError, CommitError, CursorError, OpenError, ReadError};
 pub use identity::ID_FILE;
-pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record, reader_memory_bound};
+pub use read_batch::{Gap, ReadBatch, ReadLimits, Record};
+pub use reader::{Reader, reader_memory_bound};
 pub use recovery::{OpenReport, QuarantinedSegment};
 pub use stats::{CursorStats, WalStats};
 pub use wal::Wal;
