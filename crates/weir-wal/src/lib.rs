@@ -64,6 +64,7 @@ mod error;
 pub mod faults;
 pub mod format;
 mod identity;
+mod inbox;
 mod read_ahead;
 mod read_batch;
 mod reader;

@@ -12,9 +12,10 @@ use tokio::sync::{Notify, oneshot, watch};
 use crate::batch::Batch;
 use crate::config::{OnFull, WalConfig};
 use crate::error::{AppendError, CursorError, OpenError};
+use crate::inbox::{Inbox, Job, Link};
 use crate::reader::Reader;
 use crate::recovery::{OpenReport, open_dir};
-use crate::shared::{Inbox, Job, Shared, lock};
+use crate::shared::{Shared, lock};
 use crate::stats::WalStats;
 use crate::writer::Writer;
 use weir_flow::semaphore::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
@@ -184,7 +185,7 @@ impl Wal {
     pub(crate) async fn submit(
         &self,
         batch: Batch,
-        chain: Option<crate::chain::Link>,
+        chain: Option<Link>,
     ) -> Result<Submitted, AppendError> {
         let shared = &self.inner.shared;
         if let Some(err) = shared.poison_error() {

@@ -16,8 +16,9 @@ use crate::config::{OnFull, SyncMode};
 use crate::core::{FS_RESERVE, INODE_RESERVE, Plan};
 use crate::error::AppendError;
 use crate::faults::IoStep;
+use crate::inbox::{Job, Link};
 use crate::segment::{create_segment, segment_path, sync_dir};
-use crate::shared::{Job, Shared, lock};
+use crate::shared::{Shared, lock};
 
 /// How often a writer blocked on the budget re-checks `max_lag` by age.
 const BLOCKED_RECHECK: Duration = Duration::from_millis(200);
@@ -170,11 +171,7 @@ impl Writer {
                 let _ = job.reply.send(Err(err));
                 continue;
             }
-            if job
-                .chain
-                .as_ref()
-                .is_some_and(crate::chain::Link::is_behind)
-            {
+            if job.chain.as_ref().is_some_and(Link::is_behind) {
                 let _ = job.reply.send(Err(AppendError::Behind(job.batch)));
                 continue;
             }
