@@ -51,6 +51,27 @@ pub(crate) fn read_header(file: &mut File) -> io::Result<Result<SegmentHeader, H
     Ok(SegmentHeader::decode(&buf))
 }
 
+/// A header that is all zeros: the file was created but its header never reached disk.
+pub(crate) fn unfinished_header(path: &Path) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut buf = Vec::new();
+    if file
+        .by_ref()
+        .take(SEGMENT_HEADER_LEN)
+        .read_to_end(&mut buf)
+        .is_err()
+    {
+        return false;
+    }
+    buf.iter().all(|&b| b == 0)
+        && file
+            .metadata()
+            .map(|m| m.len() <= SEGMENT_HEADER_LEN * 2)
+            .unwrap_or(false)
+}
+
 /// The outcome of scanning a whole segment.
 #[derive(Debug)]
 pub(crate) struct Scan {
