@@ -265,6 +265,21 @@ fn save_cursor(dir: &std::path::Path, name: &str, offset: u64) -> Result<(), Com
     Ok(())
 }
 
+/// What the reader's tests (`wal/reader_tests.rs`, beside the `Wal` they read) look at.
 #[cfg(test)]
-#[path = "reader_tests.rs"]
-mod tests;
+impl Reader {
+    /// The state shared with the writer: a test stalls a read by holding its lock.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The task reading ahead, if one runs.
+    pub(crate) fn ahead(&self) -> Option<&ReadAhead> {
+        self.ahead.as_ref()
+    }
+
+    /// The chunk buffers kept for reuse.
+    pub(crate) fn pool(&self) -> &ChunkPool {
+        &self.pool
+    }
+}

@@ -416,5 +416,10 @@ impl Drop for Inner {
 }
 
 #[cfg(test)]
-#[path = "wal_tests.rs"]
 mod tests;
+
+// The reader's and the writer's tests drive a whole `Wal`, so they sit at its layer.
+#[cfg(test)]
+mod reader_tests;
+#[cfg(test)]
+mod writer_tests;

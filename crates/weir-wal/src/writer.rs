@@ -689,7 +689,3 @@ fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Re
     }
     Ok(())
 }
-
-#[cfg(test)]
-#[path = "writer_tests.rs"]
-mod tests;
