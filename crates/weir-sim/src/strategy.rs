@@ -2,9 +2,6 @@
 
 use std::num::NonZeroU64;
 
-use crate::engine::Lane;
-use crate::lanes;
-
 /// A strategy and its limits: what happens to a message that arrives while the consumer
 /// is busy.
 ///
@@ -74,11 +71,6 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    /// A lane that runs this strategy on its `weir-flow` core.
-    pub fn lane(&self, name: &str) -> Box<dyn Lane> {
-        lanes::build(*self, name)
-    }
-
     /// A short description of the strategy and its limits, e.g. `reject (capacity 50)`.
     pub fn describe(&self) -> String {
         match self {

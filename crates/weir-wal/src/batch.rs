@@ -42,7 +42,7 @@ pub struct RecordTooLarge {
 impl Batch {
     /// An empty batch stamped with the current wall-clock time.
     pub fn new() -> Self {
-        Batch::with_time_ms(crate::now_ms())
+        Batch::with_time_ms(crate::clock::now_ms())
     }
 
     /// An empty batch stamped with `time_ms` (ms since the UNIX epoch).

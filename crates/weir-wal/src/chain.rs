@@ -16,47 +16,19 @@
 //! [`Chain::restart`] and resubmits them in their order.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::batch::Batch;
 use crate::error::AppendError;
+use crate::inbox::{ChainState, Link};
 use crate::wal::{Queued, Submitted, Wal};
 
 /// An ordered appender on a [`Wal`]: see the [module docs](self).
 #[derive(Debug)]
 pub struct Chain {
     wal: Wal,
-    state: Arc<State>,
+    state: Arc<ChainState>,
     epoch: u64,
-}
-
-/// Shared by a chain and its jobs in the writer's queue.
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    /// One more than the latest epoch in which a batch was refused (0: none): jobs of
-    /// an epoch below it are refused.
-    refused_below: AtomicU64,
-}
-
-/// A job's tie to its chain.
-#[derive(Debug)]
-pub(crate) struct Link {
-    state: Arc<State>,
-    epoch: u64,
-}
-
-impl Link {
-    /// Whether an earlier batch of this job's chain (in its epoch) was refused.
-    pub(crate) fn is_behind(&self) -> bool {
-        self.epoch < self.state.refused_below.load(Ordering::Acquire)
-    }
-
-    /// The writer refused this job: later jobs of the epoch are refused too.
-    pub(crate) fn refused(&self) {
-        self.state
-            .refused_below
-            .fetch_max(self.epoch + 1, Ordering::AcqRel);
-    }
 }
 
 /// A batch handed to a chain: [`durable`](Pending::durable) waits for its answer.

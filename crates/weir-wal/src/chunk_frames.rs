@@ -12,7 +12,7 @@ use crate::format::{
     BatchEnd, FRAME_HEADER_LEN, FrameError, FrameMeta, MARK_LEN, MAX_RECORD_BYTES, MarkCheck,
     decode_mark, frame_crc, frame_crcs4, is_mark,
 };
-use crate::reader::Record;
+use crate::read_batch::Record;
 
 /// The most bytes read from a segment file at once (unless a frame is larger).
 const MAX_CHUNK: usize = 1024 * 1024;

@@ -56,6 +56,7 @@
 mod batch;
 mod chain;
 mod chunk_frames;
+mod clock;
 mod config;
 mod core;
 mod crc;
@@ -63,7 +64,10 @@ mod error;
 pub mod faults;
 pub mod format;
 mod identity;
+mod inbox;
+mod open_report;
 mod read_ahead;
+mod read_batch;
 mod reader;
 mod recovery;
 mod segment;
@@ -85,14 +89,8 @@ pub use config::{
 pub use core::FS_RESERVE;
 pub use error::{AppendError, CommitError, CursorError, OpenError, ReadError};
 pub use identity::ID_FILE;
-pub use reader::{Gap, ReadBatch, ReadLimits, Reader, Record, reader_memory_bound};
-pub use recovery::{OpenReport, QuarantinedSegment};
+pub use open_report::{OpenReport, QuarantinedSegment};
+pub use read_batch::{Gap, ReadBatch, ReadLimits, Record};
+pub use reader::{Reader, reader_memory_bound};
 pub use stats::{CursorStats, WalStats};
 pub use wal::Wal;
-
-/// Wall-clock milliseconds since the UNIX epoch (record append times).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use crate::chunk_frames::ChunkPool;
 use crate::core::Locate;
 use crate::error::ReadError;
-use crate::reader::{ReadBatch, ReadLimits};
+use crate::read_batch::{ReadBatch, ReadLimits};
 use crate::segment_read::{OpenSegment, read_blocking};
 use crate::shared::Shared;
 

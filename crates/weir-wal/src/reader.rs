@@ -10,91 +10,11 @@ use crate::chunk_frames::ChunkPool;
 use crate::error::{CommitError, CursorError, ReadError};
 use crate::format::encode_cursor;
 use crate::read_ahead::{self, ReadAhead};
+use crate::read_batch::{ReadBatch, ReadLimits};
 use crate::recovery::CURSOR_DIR;
 use crate::segment::sync_dir;
 use crate::segment_read::OpenSegment;
 use crate::shared::Shared;
-
-/// One record read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its offset.
-    pub offset: u64,
-    /// Its append time in ms since the UNIX epoch.
-    pub time_ms: u64,
-    /// The payload: a slice of the chunk the reader read it in (no copy of its own).
-    pub payload: bytes::Bytes,
-}
-
-/// Records the cursor will never see, and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Gap {
-    /// Deleted before this cursor read them: `on_full = drop_oldest`, or retention while
-    /// the cursor was not required or was released by `max_lag`.
-    Evicted {
-        /// First lost offset.
-        from: u64,
-        /// First offset after the gap.
-        to: u64,
-        /// `to - from`.
-        records: u64,
-    },
-    /// In a segment quarantined at open.
-    Quarantined {
-        /// First lost offset.
-        from: u64,
-        /// First offset after the gap.
-        to: u64,
-        /// `to - from`.
-        records: u64,
-    },
-    /// Damaged on disk, found while reading a sealed segment.
-    Corrupt {
-        /// First lost offset.
-        from: u64,
-        /// First offset after the gap.
-        to: u64,
-        /// `to - from`.
-        records: u64,
-    },
-}
-
-impl Gap {
-    /// Records lost.
-    pub fn records(&self) -> u64 {
-        match *self {
-            Gap::Evicted { records, .. }
-            | Gap::Quarantined { records, .. }
-            | Gap::Corrupt { records, .. } => records,
-        }
-    }
-}
-
-/// What one read returns: an optional gap, then records in offset order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadBatch {
-    /// Records skipped before `records` (they are gone).
-    pub gap: Option<Gap>,
-    /// The records.
-    pub records: Vec<Record>,
-    pub(crate) next: u64,
-    /// The payload bytes of `records`.
-    pub(crate) bytes: u64,
-}
-
-impl ReadBatch {
-    /// The offset after the last record (or gap): commit this once the records are stored.
-    pub fn next_offset(&self) -> u64 {
-        self.next
-    }
-
-    /// No records and no gap.
-    pub fn is_empty(&self) -> bool {
-        self.gap.is_none() && self.records.is_empty()
-    }
-}
 
 /// The most memory a [`Reader`] holds of its own besides the batch its caller has, for
 /// reads of at most `max_bytes`: the batch read ahead and the one its task holds while
@@ -109,24 +29,6 @@ pub fn reader_memory_bound(max_bytes: u64) -> u64 {
     batches
         .saturating_mul(max_bytes)
         .saturating_add(chunks * chunk)
-}
-
-/// Bounds on one read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadLimits {
-    /// At most this many records.
-    pub max_records: usize,
-    /// At most this many payload bytes, except that one record is always returned.
-    pub max_bytes: u64,
-}
-
-impl Default for ReadLimits {
-    fn default() -> Self {
-        ReadLimits {
-            max_records: 1024,
-            max_bytes: 4 * 1024 * 1024,
-        }
-    }
 }
 
 /// Reads a cursor's records in batches, never past the durable end.
@@ -363,6 +265,21 @@ fn save_cursor(dir: &std::path::Path, name: &str, offset: u64) -> Result<(), Com
     Ok(())
 }
 
+/// What the reader's tests (`wal/reader_tests.rs`, beside the `Wal` they read) look at.
 #[cfg(test)]
-#[path = "reader_tests.rs"]
-mod tests;
+impl Reader {
+    /// The state shared with the writer: a test stalls a read by holding its lock.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The task reading ahead, if one runs.
+    pub(crate) fn ahead(&self) -> Option<&ReadAhead> {
+        self.ahead.as_ref()
+    }
+
+    /// The chunk buffers kept for reuse.
+    pub(crate) fn pool(&self) -> &ChunkPool {
+        &self.pool
+    }
+}

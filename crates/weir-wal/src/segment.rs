@@ -51,6 +51,27 @@ pub(crate) fn read_header(file: &mut File) -> io::Result<Result<SegmentHeader, H
     Ok(SegmentHeader::decode(&buf))
 }
 
+/// A header that is all zeros: the file was created but its header never reached disk.
+pub(crate) fn unfinished_header(path: &Path) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut buf = Vec::new();
+    if file
+        .by_ref()
+        .take(SEGMENT_HEADER_LEN)
+        .read_to_end(&mut buf)
+        .is_err()
+    {
+        return false;
+    }
+    buf.iter().all(|&b| b == 0)
+        && file
+            .metadata()
+            .map(|m| m.len() <= SEGMENT_HEADER_LEN * 2)
+            .unwrap_or(false)
+}
+
 /// The outcome of scanning a whole segment.
 #[derive(Debug)]
 pub(crate) struct Scan {
@@ -141,7 +162,7 @@ pub(crate) fn scan_segment(path: &Path) -> io::Result<Scan> {
         // Batch marks place what follows the damage exactly; the guess above (a CRC
         // error with a sound length is one record) is for version-1 segments only.
         let lo = created.saturating_sub(TIME_SLACK_MS);
-        let hi = crate::now_ms().saturating_add(TIME_SLACK_MS);
+        let hi = crate::clock::now_ms().saturating_add(TIME_SLACK_MS);
         scan.valid_after_damage =
             placed_after_damage(path, first, scan.records, scan.good_len, damaged_in, lo, hi)?;
     }

@@ -10,7 +10,7 @@ use crate::chunk_frames::{ChunkFrames, ChunkPool};
 use crate::core::Locate;
 use crate::error::ReadError;
 use crate::format::{BatchEnd, FrameError, SEGMENT_HEADER_LEN, TIME_SLACK_MS, find_resync};
-use crate::reader::{Gap, ReadBatch, ReadLimits, Record};
+use crate::read_batch::{Gap, ReadBatch, ReadLimits, Record};
 use crate::segment::segment_path;
 use crate::shared::Shared;
 
@@ -284,7 +284,7 @@ fn resync(
                 None,
                 core.durable_end,
                 lo,
-                crate::now_ms().saturating_add(TIME_SLACK_MS),
+                crate::clock::now_ms().saturating_add(TIME_SLACK_MS),
             ),
         }
     };

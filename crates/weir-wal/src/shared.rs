@@ -1,39 +1,17 @@
 //! State shared by the `Wal` handles, the writer thread and the readers.
 
-use std::collections::VecDeque;
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use hdrhistogram::Histogram;
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, watch};
 
-use crate::batch::Batch;
 use crate::config::SyncMode;
 use crate::core::Core;
 use crate::error::AppendError;
 use crate::faults::{IoFaults, IoStep};
-use weir_flow::semaphore::Permit;
-
-/// One append handed to the writer.
-pub(crate) struct Job {
-    pub batch: Batch,
-    /// Holds `max_pending_bytes` room until the job is answered.
-    pub _permit: Permit,
-    pub reply: oneshot::Sender<Result<Range<u64>, AppendError>>,
-    /// The [`Chain`](crate::Chain) it was submitted through, if any.
-    pub chain: Option<crate::chain::Link>,
-}
-
-/// Work for the writer thread. Its length is bounded by the pending-bytes semaphore:
-/// every job holds a permit of at least one frame's bytes.
-#[derive(Default)]
-pub(crate) struct Inbox {
-    pub jobs: VecDeque<Job>,
-    pub retention: bool,
-    pub shutdown: bool,
-}
+use crate::inbox::Inbox;
 
 pub(crate) struct Shared {
     pub dir: PathBuf,

@@ -7,8 +7,10 @@ use std::path::Path;
 use crate::core::Hole;
 use crate::error::OpenError;
 use crate::format::{FRAME_HEADER_LEN, HeaderError, SEGMENT_HEADER_LEN};
-use crate::recovery::{OpenReport, QuarantinedSegment, unfinished_header, warn_quarantined};
-use crate::segment::{quarantine, quarantine_as, read_header, scan_segment, segment_path};
+use crate::open_report::{OpenReport, QuarantinedSegment, warn_quarantined};
+use crate::segment::{
+    quarantine, quarantine_as, read_header, scan_segment, segment_path, unfinished_header,
+};
 
 /// What reading a segment file's header found.
 enum Found {

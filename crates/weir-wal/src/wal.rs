@@ -12,9 +12,11 @@ use tokio::sync::{Notify, oneshot, watch};
 use crate::batch::Batch;
 use crate::config::{OnFull, WalConfig};
 use crate::error::{AppendError, CursorError, OpenError};
+use crate::inbox::{Inbox, Job, Link};
+use crate::open_report::OpenReport;
 use crate::reader::Reader;
-use crate::recovery::{OpenReport, open_dir};
-use crate::shared::{Inbox, Job, Shared, lock};
+use crate::recovery::open_dir;
+use crate::shared::{Shared, lock};
 use crate::stats::WalStats;
 use crate::writer::Writer;
 use weir_flow::semaphore::{AcquireError, Oversize, Semaphore, SemaphoreConfig};
@@ -97,7 +99,7 @@ impl Wal {
     /// [`OpenError`] if the directory is locked by another process, a segment has an
     /// unknown format version, or the filesystem fails.
     pub fn open(config: WalConfig) -> Result<(Wal, OpenReport), OpenError> {
-        let (opened, report) = open_dir(&config, crate::now_ms())?;
+        let (opened, report) = open_dir(&config, crate::clock::now_ms())?;
         // With the directory lock held (taken by `open_dir`).
         let id = crate::identity::load_or_create(&config.dir)?;
         let (durable, _) = watch::channel(opened.core.durable_end);
@@ -184,7 +186,7 @@ impl Wal {
     pub(crate) async fn submit(
         &self,
         batch: Batch,
-        chain: Option<crate::chain::Link>,
+        chain: Option<Link>,
     ) -> Result<Submitted, AppendError> {
         let shared = &self.inner.shared;
         if let Some(err) = shared.poison_error() {
@@ -245,7 +247,7 @@ impl Wal {
 
     /// A snapshot of the WAL's figures.
     pub fn stats(&self) -> WalStats {
-        WalStats::collect(&self.inner.shared, crate::now_ms())
+        WalStats::collect(&self.inner.shared, crate::clock::now_ms())
     }
 
     /// The largest batch [`append`](Self::append) takes (in encoded bytes):
@@ -414,5 +416,10 @@ impl Drop for Inner {
 }
 
 #[cfg(test)]
-#[path = "wal_tests.rs"]
 mod tests;
+
+// The reader's and the writer's tests drive a whole `Wal`, so they sit at its layer.
+#[cfg(test)]
+mod reader_tests;
+#[cfg(test)]
+mod writer_tests;

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::config::SyncMode;
+use crate::config::{OnFull, SyncMode};
 use crate::core::{FS_RESERVE, INODE_RESERVE, Plan};
 use crate::error::AppendError;
 use crate::faults::IoStep;
+use crate::inbox::{Job, Link};
 use crate::segment::{create_segment, segment_path, sync_dir};
-use crate::shared::{Job, Shared, lock};
+use crate::shared::{Shared, lock};
 
 /// How often a writer blocked on the budget re-checks `max_lag` by age.
 const BLOCKED_RECHECK: Duration = Duration::from_millis(200);
@@ -162,7 +163,7 @@ impl Writer {
         let fs_room = fs_room(&self.file);
         {
             let mut core = self.shared.core();
-            core.update_releases(crate::now_ms());
+            core.update_releases(crate::clock::now_ms());
             core.fs_room = fs_room;
         }
         while let Some(job) = self.pending.pop_front() {
@@ -170,11 +171,7 @@ impl Writer {
                 let _ = job.reply.send(Err(err));
                 continue;
             }
-            if job
-                .chain
-                .as_ref()
-                .is_some_and(crate::chain::Link::is_behind)
-            {
+            if job.chain.as_ref().is_some_and(Link::is_behind) {
                 let _ = job.reply.send(Err(AppendError::Behind(job.batch)));
                 continue;
             }
@@ -294,9 +291,9 @@ impl Writer {
                 "WAL {dir}: its filesystem is full before max_disk ({room} bytes left above the \
                  {FS_RESERVE}-byte reserve): appends {} until space returns; lower max_disk to the disk's size",
                 match on_full {
-                    crate::OnFull::Block => "wait",
-                    crate::OnFull::Reject => "are refused",
-                    crate::OnFull::DropOldest => "evict the oldest segments",
+                    OnFull::Block => "wait",
+                    OnFull::Reject => "are refused",
+                    OnFull::DropOldest => "evict the oldest segments",
                 }
             );
         } else {
@@ -425,7 +422,7 @@ impl Writer {
             .appended_bytes
             .fetch_sub(bytes, Ordering::Relaxed);
         self.resource_short(Some(&format!("writing to the active segment: {cause}")));
-        if on_full == crate::OnFull::Reject {
+        if on_full == OnFull::Reject {
             for (job, _) in failed {
                 if let Some(link) = &job.chain {
                     link.refused();
@@ -496,7 +493,7 @@ impl Writer {
             return Rotated::Failed;
         }
         let first = self.shared.core().written_end();
-        let now = crate::now_ms();
+        let now = crate::clock::now_ms();
         let created = match self.shared.injected(IoStep::CreateSegment) {
             Some(e) => Err(e),
             None => create_segment(&self.shared.dir, first, now),
@@ -546,7 +543,7 @@ impl Writer {
     fn refuse_for_resource(&mut self, job: Job, cause: &str) -> bool {
         self.resource_short(Some(cause));
         let on_full = self.shared.core().on_full;
-        if on_full == crate::OnFull::Reject {
+        if on_full == OnFull::Reject {
             if let Some(link) = &job.chain {
                 link.refused();
             }
@@ -570,7 +567,7 @@ impl Writer {
                 tracing::warn!(
                     "WAL {}: {cause}: appends {} until the resource returns (nothing is lost)",
                     self.shared.dir.display(),
-                    if self.shared.core().on_full == crate::OnFull::Reject {
+                    if self.shared.core().on_full == OnFull::Reject {
                         "are refused"
                     } else {
                         "wait"
@@ -692,7 +689,3 @@ fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Re
     }
     Ok(())
 }
-
-#[cfg(test)]
-#[path = "writer_tests.rs"]
-mod tests;

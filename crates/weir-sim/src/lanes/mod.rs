@@ -1,4 +1,5 @@
-//! Thin drivers ("lanes") over the real `weir-flow` cores, one per strategy.
+//! Thin drivers ("lanes") over the real `weir-flow` cores, one per strategy, and
+//! [`Strategy::lane`], which builds a strategy's lane.
 //!
 //! A lane holds no policy of its own: it offers, takes and requests on a core and reads
 //! the core's [`FlowStats`](weir_flow::FlowStats). The queue strategies run on
@@ -15,15 +16,18 @@ mod queue;
 use crate::engine::Lane;
 use crate::strategy::Strategy;
 
-/// The lane that runs `strategy`, named `name` in tables and errors.
-pub(crate) fn build(strategy: Strategy, name: &str) -> Box<dyn Lane> {
-    match strategy {
-        Strategy::Credit { window } => Box::new(credit::CreditLane::fixed(name, window)),
-        Strategy::AdaptiveCredit {
-            window,
-            target_age_ms,
-        } => Box::new(credit::CreditLane::adaptive(name, window, target_age_ms)),
-        queued => Box::new(queue::QueueLane::new(name, queued)),
+impl Strategy {
+    /// A lane that runs this strategy on its `weir-flow` core, named `name` in tables
+    /// and errors.
+    pub fn lane(&self, name: &str) -> Box<dyn Lane> {
+        match *self {
+            Strategy::Credit { window } => Box::new(credit::CreditLane::fixed(name, window)),
+            Strategy::AdaptiveCredit {
+                window,
+                target_age_ms,
+            } => Box::new(credit::CreditLane::adaptive(name, window, target_age_ms)),
+            queued => Box::new(queue::QueueLane::new(name, queued)),
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! A read cancelled while it runs on the blocking pool is taken up by the next read.
+//! The [`Reader`](crate::Reader)'s tests, each reading what a `Wal` wrote. A read
+//! cancelled while it runs on the blocking pool is taken up by the next read.
 
 use std::future::Future;
 use std::pin::pin;
@@ -43,7 +44,7 @@ async fn append(wal: &Wal, payloads: &[&[u8]]) {
 /// Starts a read and drops it while its blocking part waits on the WAL's lock, so it
 /// is certainly still running when cancelled.
 fn start_and_cancel(reader: &mut crate::Reader, limits: ReadLimits) {
-    let shared = std::sync::Arc::clone(&reader.shared);
+    let shared = std::sync::Arc::clone(reader.shared());
     let held = shared.core();
     {
         let mut read = pin!(reader.try_read(limits));
@@ -135,7 +136,7 @@ async fn a_batch_read_ahead_then_evicted_is_read_again_as_a_gap() {
         &b"a"[..]
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while reader.ahead.as_ref().is_none_or(|a| a.batches.is_empty()) {
+    while reader.ahead().is_none_or(|a| a.batches.is_empty()) {
         assert!(
             std::time::Instant::now() < deadline,
             "no batch was read ahead"
@@ -173,12 +174,12 @@ async fn chunk_buffers_are_reused_once_their_payloads_drop() {
         let kept = batch.records[1].payload.clone();
         drop(batch);
         assert!(
-            reader.pool.spare_lens().is_empty(),
+            reader.pool().spare_lens().is_empty(),
             "a payload of the chunk is alive"
         );
         drop(kept);
         assert_eq!(
-            reader.pool.spare_lens(),
+            reader.pool().spare_lens(),
             [chunk],
             "the chunk's buffer went back to the pool"
         );
@@ -241,7 +242,7 @@ async fn a_gap_read_twice_is_counted_once() {
     start_and_cancel(&mut reader, ONE);
     // Let the cancelled read finish on the blocking pool: its batch holds the gap.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while reader.ahead.as_ref().is_none_or(|a| a.batches.is_empty()) {
+    while reader.ahead().is_none_or(|a| a.batches.is_empty()) {
         assert!(
             std::time::Instant::now() < deadline,
             "the read did not finish"

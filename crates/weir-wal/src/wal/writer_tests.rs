@@ -1,6 +1,7 @@
-//! A write that fails for want of space in the middle of a segment (injected: half of
-//! the batch reaches the file, then ENOSPC) is cut back and taken off the books: no
-//! offset is used up, nothing torn stays in the file, and the log is not poisoned.
+//! The writer's tests, through a whole `Wal`. A write that fails for want of space in
+//! the middle of a segment (injected: half of the batch reaches the file, then ENOSPC)
+//! is cut back and taken off the books: no offset is used up, nothing torn stays in the
+//! file, and the log is not poisoned.
 
 use std::sync::Arc;
 use std::time::Duration;
