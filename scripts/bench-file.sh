@@ -79,11 +79,11 @@ inputs = ["src"]
 CONF
   local t0 t1 done=0 tid="" tail_ticks=0
   t0=$(date +%s.%N)
-  "$bin" run "$conf" 2>"$work/$name.log" &
+  "$bin" run "$conf" >/dev/null 2>"$work/$name.log" &
   pid=$!
   while :; do
     local out
-    out=$(metric weir_sink_records_total)
+    out=$(metric weir_sink_records_total || true) # nothing until /metrics answers
     if [ -n "$out" ] && [ "$out" -ge "$records" ]; then break; fi
     if [ -z "$tid" ]; then
       tid=$(grep -l '^weir-source-src$' /proc/"$pid"/task/*/comm 2>/dev/null | head -1 | xargs -r dirname || true)

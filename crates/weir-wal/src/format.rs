@@ -207,6 +207,34 @@ pub(crate) fn encode_frame(out: &mut Vec<u8>, time_ms: u64, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// Appends one frame to `out` whose payload `write` appends after its header, then
+/// fills the header in (the payload is written in place, not copied). Returns the
+/// payload's length; a payload longer than `max` is taken back out and its length
+/// returned as the error.
+pub(crate) fn encode_frame_with(
+    out: &mut Vec<u8>,
+    time_ms: u64,
+    max: usize,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Result<usize, usize> {
+    let start = out.len();
+    let header = FRAME_HEADER_LEN as usize;
+    out.resize(start + header, 0);
+    write(out);
+    let payload_len = out.len() - start - header;
+    if payload_len > max {
+        out.truncate(start);
+        return Err(payload_len);
+    }
+    let len_bytes = u32::try_from(payload_len).unwrap_or(u32::MAX).to_le_bytes();
+    let time_bytes = time_ms.to_le_bytes();
+    let crc = pieces_crc(&len_bytes, &time_bytes, &out[start + header..]);
+    out[start..start + 4].copy_from_slice(&len_bytes);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    out[start + 8..start + header].copy_from_slice(&time_bytes);
+    Ok(payload_len)
+}
+
 /// Frames from this many bytes on are checked with `crc_fast` (folding with carry-less
 /// multiplies), shorter ones in one serial pass ([`crate::crc`], one `crc32` instruction
 /// per 8 bytes), which is as fast or faster below it on x86-64.

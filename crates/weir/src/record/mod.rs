@@ -12,7 +12,9 @@ mod wire;
 use std::sync::Arc;
 
 pub use self::ndjson::EncodeError;
-pub use self::wire::{DecodeError, RecordRef, WIRE_VERSION, encode_parts, peek_source};
+pub use self::wire::{
+    DecodeError, RecordRef, WIRE_VERSION, encode_parts, encoded_len, peek_source,
+};
 
 /// One record: what a source read, on its way through the WAL to the sinks.
 ///

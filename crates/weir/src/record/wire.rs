@@ -293,6 +293,22 @@ pub fn encode_parts<'a>(
     put_bytes32(out, payload);
 }
 
+/// The bytes [`encode_parts`] writes for these parts.
+pub fn encoded_len<'a>(
+    source: &str,
+    key: &str,
+    attributes: impl Iterator<Item = (&'a str, &'a str)>,
+    payload: &[u8],
+) -> usize {
+    let str16 = |s: &str| 2 + s.len().min(usize::from(u16::MAX));
+    let bytes32 = |b: &[u8]| 4 + b.len().min(u32::MAX as usize);
+    let attributes: usize = attributes
+        .take(usize::from(u16::MAX))
+        .map(|(name, value)| str16(name) + bytes32(value.as_bytes()))
+        .sum();
+    1 + str16(source) + str16(key) + 8 + 2 + attributes + bytes32(payload)
+}
+
 fn put_str16(out: &mut Vec<u8>, s: &str) {
     let mut len = s.len().min(usize::from(u16::MAX));
     while !s.is_char_boundary(len) {
@@ -355,6 +371,26 @@ mod tests {
             timestamp_ms: 1_700_000_000_000,
             payload: Bytes::from_static(br#"{"t":21.5}"#),
             attributes: vec![("unit".into(), "C".into())],
+        }
+    }
+
+    #[test]
+    fn encoded_len_is_what_encode_parts_writes() {
+        let attributes = [("file.name", "app.log"), ("host", "héte")];
+        for payload in [&b""[..], b"{\"a\":1}", &[7u8; 300]] {
+            let mut out = Vec::new();
+            encode_parts(
+                &mut out,
+                "tail",
+                "/l/app.log",
+                5,
+                attributes.iter().copied(),
+                payload,
+            );
+            assert_eq!(
+                encoded_len("tail", "/l/app.log", attributes.iter().copied(), payload),
+                out.len()
+            );
         }
     }
 

@@ -42,7 +42,7 @@ impl Sink for BlackholeSink {
         _rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
         if let Some(pacer) = &mut self.pacer {
-            let done = pacer.take(batch.records.len() as u64, std::time::Instant::now());
+            let done = pacer.take(batch.len() as u64, std::time::Instant::now());
             tokio::time::sleep_until(done.into()).await;
         }
         Ok(Written {
@@ -50,5 +50,11 @@ impl Sink for BlackholeSink {
             unencodable: 0,
             buffered_bytes: 0,
         })
+    }
+
+    /// It only counts: its records are never decoded (no key or attribute strings made
+    /// and freed per record).
+    fn takes_wire(&self) -> bool {
+        true
     }
 }

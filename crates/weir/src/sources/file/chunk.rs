@@ -62,6 +62,23 @@ impl Chunk {
     }
 }
 
+/// A record's attributes, sorted by name: `file.name`, `file.path`, `host` (standard
+/// input's: `host`).
+fn attributes<'a>(
+    origin: &'a Origin,
+    host: &'a str,
+) -> impl Iterator<Item = (&'a str, &'a str)> + Clone {
+    let file = origin.id.map(|_| {
+        [
+            ("file.name", origin.name.as_str()),
+            ("file.path", origin.path.as_str()),
+        ]
+    });
+    file.into_iter()
+        .flatten()
+        .chain(std::iter::once(("host", host)))
+}
+
 /// Where records come from: a file (with the id its position is saved under), or
 /// standard input (no position).
 #[derive(Debug, Clone)]
@@ -88,7 +105,6 @@ pub struct Builder {
     bytes: u64,
     ready: VecDeque<Chunk>,
     scratch: Vec<u8>,
-    wire: Vec<u8>,
     now_ms: i64,
 }
 
@@ -120,11 +136,17 @@ impl Builder {
             batch_records: limits.batch_records,
             batch_bytes: limits.batch_bytes,
             shared,
-            chunk: Chunk::default(),
+            chunk: Chunk {
+                batch: Batch::with_capacity(
+                    usize::try_from(limits.batch_bytes)
+                        .unwrap_or(usize::MAX)
+                        .saturating_add(64),
+                ),
+                ..Chunk::default()
+            },
             bytes: 0,
             ready: VecDeque::new(),
             scratch: Vec::new(),
-            wire: Vec::new(),
             now_ms: 0,
         }
     }
@@ -174,34 +196,26 @@ impl Builder {
     }
 
     fn append(&mut self, origin: &Origin, payload: &[u8], start: u64) {
-        self.wire.clear();
-        let attributes = [
-            ("file.name", origin.name.as_str()),
-            ("file.path", origin.path.as_str()),
-            ("host", self.host.as_str()),
-        ];
-        let attributes = if origin.id.is_some() {
-            &attributes[..]
-        } else {
-            &attributes[2..]
-        };
-        crate::record::encode_parts(
-            &mut self.wire,
+        // The record's WAL form: its size is known before it is written.
+        let size = crate::record::encoded_len(
             &self.source,
             &origin.path,
-            self.now_ms,
-            attributes.iter().copied(),
+            attributes(origin, &self.host),
             payload,
-        );
-        let size = self.wire.len() as u64 + 16;
+        ) as u64
+            + 16;
         if self.chunk.records > 0 && self.bytes + size > self.batch_bytes {
             self.cut();
         }
-        if self.chunk.batch.push(&self.wire).is_err() {
+        let attributes = attributes(origin, &self.host);
+        let (source, now_ms) = (&self.source, self.now_ms);
+        let pushed = self.chunk.batch.push_with(|buf| {
+            crate::record::encode_parts(buf, source, &origin.path, now_ms, attributes, payload);
+        });
+        if let Err(e) = pushed {
             let reason = format!(
                 "a record of {} bytes is larger than the WAL takes: offset {start} of {}",
-                self.wire.len(),
-                origin.path
+                e.len, origin.path
             );
             self.reject(reason, payload);
             return;
@@ -262,9 +276,23 @@ impl Builder {
     /// Ends the chunk being built (if it holds anything): it is ready to send.
     pub fn cut(&mut self) {
         if !self.chunk.is_empty() {
-            self.ready.push_back(std::mem::take(&mut self.chunk));
+            let next = Chunk {
+                batch: Batch::with_capacity(self.batch_capacity()),
+                ..Chunk::default()
+            };
+            self.ready
+                .push_back(std::mem::replace(&mut self.chunk, next));
             self.bytes = 0;
         }
+    }
+
+    /// The bytes a batch is allocated with: all it holds before it is cut, so it is
+    /// allocated once (and, below the allocator's mmap threshold, from memory the
+    /// thread freed before rather than from new pages).
+    fn batch_capacity(&self) -> usize {
+        usize::try_from(self.batch_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(64)
     }
 
     /// The next chunk ready to send.

@@ -27,43 +27,41 @@ string_enum!(ReadFrom { "beginning" => Beginning, "end" => End });
 /// across rotations, or standard input for `-`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileSourceConfig {
-    /// A file, a glob (`*`, `?`, `[..]`, `**`), or `-` for standard input. Required.
+    /// A file, a glob (`*`, `?`, `[..]`, `**`), or `-` for standard input.
     pub path: PathBuf,
     /// Globs of paths not to read.
     pub exclude: Vec<String>,
     /// Whether rotated names (`*.1`, `*.gz`, …) are left out unless `path` names them.
-    /// Default true.
     pub exclude_rotated: bool,
-    /// How often the directories are listed again, besides notifications. Default 1 s.
+    /// How often the directories are listed again, besides notifications.
     pub scan_interval: Duration,
-    /// Files open at once (file descriptors); the rest wait, oldest first. Default 64.
+    /// Files open at once (file descriptors); the rest wait, oldest first.
     pub max_open_files: NonZeroU32,
-    /// How long a rotated or deleted file is kept open after its last growth. Default 5 s.
+    /// How long a rotated or deleted file is kept open after its last growth.
     pub rotate_wait: Duration,
-    /// Bytes of a file's start that identify it (its fingerprint). Default 1 KiB.
+    /// Bytes of a file's start that identify it (its fingerprint).
     pub fingerprint_bytes: ByteSize,
-    /// How long the saved position of a file no longer followed is kept. Default 10 min.
+    /// How long the saved position of a file no longer followed is kept.
     pub forget_after: Duration,
-    /// Where a file without a saved position starts, at startup. Default `beginning`.
+    /// Where a file without a saved position starts, at startup.
     pub read_from: ReadFrom,
-    /// Whether a file whose first KiB holds a NUL byte is read. Default false.
+    /// Whether a file whose first KiB holds a NUL byte is read.
     pub allow_binary: bool,
     /// Longest line (or multi-line record) accepted; a longer one is quarantined, never
-    /// held whole. Default 1 MiB, at most `batch_bytes`.
+    /// held whole. At most `batch_bytes`.
     pub max_line_bytes: ByteSize,
-    /// A last line without a newline is emitted after this long without growth.
-    /// Default: never (it waits for its newline).
+    /// A last line without a newline is emitted after this long without growth (none:
+    /// it waits for its newline).
     pub partial_flush: Option<Duration>,
-    /// Lines per batch handed to the WAL. Default 256.
+    /// Lines per batch handed to the WAL.
     pub batch_size: NonZeroU32,
     /// Bytes per batch handed to the WAL; a batch is cut before it would pass this.
-    /// Default 1 MiB.
     pub batch_bytes: ByteSize,
     /// How a line becomes a payload.
     pub format: Format,
     /// Multi-line records (stack traces), if configured.
     pub multiline: Option<MultilineConfig>,
-    /// The `host` attribute. Default: this machine's host name.
+    /// The `host` attribute (none: this machine's host name).
     pub host: Option<String>,
 }
 
@@ -175,7 +173,7 @@ impl SourceKeys for FileSourceConfig {
                 "max_line_bytes",
                 "Longest line (or multi-line record); a longer one's head goes to the quarantine.",
             )
-            .or(ByteSize::mib(1));
+            .or(ByteSize::kib(256));
         let partial_flush = s
             .key(
                 "partial_flush",
@@ -187,13 +185,13 @@ impl SourceKeys for FileSourceConfig {
         let batch_size = s
             .key("batch_size", "Lines per batch handed to the WAL.")
             .unit("lines")
-            .or(NonZeroU32::new(256).expect("256 > 0"));
+            .or(NonZeroU32::new(4096).expect("4096 > 0"));
         let batch_bytes = s
             .key(
                 "batch_bytes",
                 "Bytes per batch handed to the WAL; a batch is cut before it would pass this.",
             )
-            .or(ByteSize::mib(1));
+            .or(ByteSize::kib(512));
         if max_line_bytes > batch_bytes && !s.failed(&["max_line_bytes", "batch_bytes"]) {
             s.error(
                 "max_line_bytes",

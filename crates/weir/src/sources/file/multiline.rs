@@ -106,7 +106,10 @@ impl MultilineConfig {
             .example("^\\d{4}-\\d{2}-\\d{2} ")
             .opt::<String>();
         let preset = t
-            .key("preset", "A preset instead of `start`: `java`, `python` or `go`.")
+            .key(
+                "preset",
+                "A preset instead of `start`: `java`, `python` or `go`.",
+            )
             .example("python")
             .opt::<String>();
         let max_lines = t
@@ -117,7 +120,10 @@ impl MultilineConfig {
             .key("max_bytes", "Bytes per record at most (counted when cut).")
             .or(Self::DEFAULT_MAX_BYTES);
         let timeout = t
-            .key("timeout", "A record ends after this long without a new line.")
+            .key(
+                "timeout",
+                "A record ends after this long without a new line.",
+            )
             .or(Duration::secs(1));
         if value.is_none() {
             t.finish();
