@@ -303,12 +303,51 @@ impl Tailer {
             Wake::Data => {}
             Wake::Path(path) => self.on_path(&path, now),
             Wake::Renamed(from, to) => {
+                self.renamed(&from, &to);
                 self.on_path(&from, now);
                 self.on_path(&to, now);
                 if self.patterns.matches(&from) && !self.patterns.matches(&to) {
                     self.left_glob(to, now);
                 }
             }
+        }
+    }
+
+    /// A followed file was renamed: it is known by its new name from now on; renamed out
+    /// of the glob, it is rotated (read to its end, then released).
+    fn renamed(&mut self, from: &Path, to: &Path) {
+        let Ok(meta) = std::fs::metadata(to) else {
+            return;
+        };
+        let Some(&id) = self.by_inode.get(&Inode::of(&meta)) else {
+            return;
+        };
+        let f = self.files.get_mut(&id).expect("indexed");
+        if f.path != from {
+            return;
+        }
+        f.set_path(to.to_owned());
+        let rotated_now = !f.rotated && !self.patterns.matches(to);
+        let closed = f.file.is_none();
+        if rotated_now {
+            tracing::info!(
+                source = %self.ctx.settings.name,
+                "file: {} was rotated to {}; reading it to its end, then releasing it after rotate_wait ({:?}) without growth",
+                from.display(),
+                to.display(),
+                self.ctx.settings.rotate_wait
+            );
+            f.rotated = true;
+            if !closed {
+                f.state = FileState::Rotated;
+            }
+            self.ctx.shared.count(|c| &c.rotations, 1);
+        }
+        f.show(&self.ctx.shared);
+        if rotated_now && closed {
+            // Closed while it waited: opened again, first, to read what it has.
+            self.queue.retain(|&q| q != id);
+            self.queue.push_front(id);
         }
     }
 
