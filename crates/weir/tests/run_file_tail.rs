@@ -460,3 +460,34 @@ fn a_glob_that_matches_nothing_warns_and_waits_for_files() {
     wait_delivered(&daemon, &tmp.path().join("out"), 5, Duration::from_secs(10));
     assert_eq!(daemon.stop(), Some(0));
 }
+
+#[test]
+fn an_upgrade_resumes_at_the_position_an_earlier_weir_saved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("app.log");
+    append(&log, 0..100);
+    // What an earlier weir kept: one byte position for one path.
+    let sources = tmp.path().join("data/sources");
+    std::fs::create_dir_all(&sources).unwrap();
+    let position: usize = (0..60).map(|n| run_support::tail::line(n).len()).sum();
+    std::fs::write(sources.join("tail.position"), format!("{position}\n")).unwrap();
+    let status = free_addr();
+    let path = config(tmp.path(), status, &log.display().to_string(), "");
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    daemon.wait_for(
+        "the lines after the old position",
+        Duration::from_secs(10),
+        |s| s["sinks"]["out"]["records"] == 40,
+    );
+    assert_eq!(daemon.stop(), Some(0));
+    let d = Delivered::read(&tmp.path().join("out"));
+    assert_eq!(
+        d.counts.keys().copied().collect::<Vec<_>>(),
+        (60..100).collect::<Vec<_>>()
+    );
+    assert!(
+        !sources.join("tail.position").exists(),
+        "the old file is replaced"
+    );
+    assert!(sources.join("tail.positions.json").exists());
+}
