@@ -47,25 +47,64 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
     (name != "lib" && name != "main").then(|| name.to_owned())
 }
 
-/// Every `crate::NAME` on a line of code (comments and doc comments are skipped: a doc
-/// link is not an import).
-fn crate_paths(line: &str) -> Vec<String> {
-    let code = line.trim_start();
-    if code.starts_with("//") {
-        return Vec::new();
-    }
-    let mut found = Vec::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let after = &rest[at + "crate::".len()..];
-        let name: String = after
-            .chars()
+/// Every `crate::NAME` in `text`, with its line number (from 1): the names in a group
+/// (`use crate::{a, b::c}`, over several lines too) each count. Comment lines (and doc
+/// comments) are skipped: a doc link is not an import.
+fn crate_paths(text: &str) -> Vec<(usize, String)> {
+    // Comment lines become empty, so that offsets still give line numbers.
+    let code: String = text
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("//") {
+                ""
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let line_at = |offset: usize| code[..offset].matches('\n').count() + 1;
+    let ident = |s: &str| -> String {
+        s.chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !name.is_empty() {
-            found.push(name);
+            .collect()
+    };
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(i) = code[at..].find("crate::") {
+        let start = at + i + "crate::".len();
+        let rest = &code[start..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // The names at the group's top level: up to the matching brace.
+            let mut depth = 1;
+            let mut element_start = true;
+            for (k, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => element_start = true,
+                    c if element_start && (c.is_ascii_alphanumeric() || c == '_') => {
+                        element_start = false;
+                        if depth == 1 {
+                            let offset = start + 1 + k;
+                            found.push((line_at(offset), ident(&code[offset..])));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                found.push((line_at(start), name));
+            }
         }
-        rest = after;
+        at = start;
     }
     found
 }
@@ -91,20 +130,17 @@ fn every_import_points_down() {
             continue;
         };
         let text = std::fs::read_to_string(file).expect("read");
-        for (n, line) in text.lines().enumerate() {
-            for used in crate_paths(line) {
-                checked += 1;
-                if used == module {
-                    continue;
-                }
-                match layer_of(&used) {
-                    Some(layer) if layer < own => {}
-                    _ => wrong.push(format!(
-                        "{}:{}: `{module}` uses `crate::{used}`, which is not below it",
-                        file.display(),
-                        n + 1
-                    )),
-                }
+        for (line, used) in crate_paths(&text) {
+            checked += 1;
+            if used == module {
+                continue;
+            }
+            match layer_of(&used) {
+                Some(layer) if layer < own => {}
+                _ => wrong.push(format!(
+                    "{}:{line}: `{module}` uses `crate::{used}`, which is not below it",
+                    file.display(),
+                )),
             }
         }
     }
@@ -120,14 +156,29 @@ fn every_import_points_down() {
 }
 
 #[test]
-fn the_scan_sees_imports_and_skips_comments() {
+fn the_scan_sees_imports_and_groups_and_skips_comments() {
+    let names = |text: &str| -> Vec<(usize, String)> { crate_paths(text) };
+    let owned = |v: &[(usize, &str)]| -> Vec<(usize, String)> {
+        v.iter().map(|(l, n)| (*l, (*n).to_owned())).collect()
+    };
     assert_eq!(
-        crate_paths("use crate::pipeline::{Ingest, Sink}; // crate::cmd"),
-        ["pipeline", "cmd"]
+        names("use crate::pipeline::{Ingest, Sink}; // crate::cmd"),
+        owned(&[(1, "pipeline"), (1, "cmd")])
     );
-    assert!(crate_paths("    /// [`Config`](crate::config::Config)").is_empty());
+    assert!(names("    /// [`Config`](crate::config::Config)").is_empty());
     assert_eq!(
-        crate_paths("let x = crate::record::now_ms() + crate::keys::times(1, 2);"),
-        ["record", "keys"]
+        names("let x = crate::record::now_ms() + crate::keys::times(1, 2);"),
+        owned(&[(1, "record"), (1, "keys")])
+    );
+    assert_eq!(
+        names(
+            "use crate::{sinks, sources::{a, b}};\n// crate::cmd\nuse crate::{\n    telemetry::X,\n    runtime,\n};"
+        ),
+        owned(&[
+            (1, "sinks"),
+            (1, "sources"),
+            (4, "telemetry"),
+            (5, "runtime")
+        ])
     );
 }
