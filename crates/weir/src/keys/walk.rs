@@ -168,6 +168,20 @@ impl<'a> Section<'a> {
         self.nested(path, format!("{}[]", join(&self.prefix, key)), table)
     }
 
+    /// Element `index` of the list of tables `key` whose keys the reference lists as
+    /// those of `like`'s (a struct column's columns, which have the keys of the columns
+    /// around them).
+    pub fn element_like(
+        &self,
+        key: &str,
+        index: usize,
+        table: &'a Table,
+        like: &Section<'_>,
+    ) -> Section<'a> {
+        let path = format!("{}[{index}]", self.key_path(key));
+        self.nested(path, like.prefix.clone(), table)
+    }
+
     /// In a documenting walk, an empty element of the list of tables `key`, for the
     /// parse code to read so that the keys of its elements are declared; `None` when
     /// parsing.

@@ -7,6 +7,7 @@
 
 mod json_check;
 mod ndjson;
+pub mod time;
 mod wire;
 
 use std::sync::Arc;

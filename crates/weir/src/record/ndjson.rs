@@ -22,6 +22,9 @@ pub enum EncodeError {
         /// Where the UTF-8 check failed.
         valid_up_to: usize,
     },
+    /// The payload does not fit the sink's declared schema: the column and why.
+    #[error("does not fit the sink's schema: {0}")]
+    Schema(String),
 }
 
 impl Record {

@@ -28,6 +28,7 @@ pub mod nats;
 pub mod object_store;
 pub mod parquet;
 pub mod rotate;
+pub mod schema;
 
 use std::path::Path;
 use std::sync::Arc;

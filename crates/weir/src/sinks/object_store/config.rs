@@ -9,6 +9,7 @@ use crate::keys::{Bounds, ByteSize, Duration, Section, times};
 use crate::sinks::SinkKeys;
 use crate::sinks::parquet::{Compression, ParquetEncoding, parse_row_groups};
 use crate::sinks::rotate::{DEFAULT_ROTATE_AGE, Rotate, parse_rotate};
+use crate::sinks::schema::SchemaConfig;
 
 /// Object encoding of an `object_store` sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +161,8 @@ pub struct ObjectStoreConfig {
     pub rotate: Rotate,
     /// Row groups and `compression` when `format = "parquet"`.
     pub parquet: Option<ParquetEncoding>,
+    /// Typed columns, when `format = "parquet"` and a `schema` is given.
+    pub schema: Option<SchemaConfig>,
 }
 
 /// S3's and GCS's smallest part (all but the last part of a multipart upload).
@@ -202,6 +205,7 @@ impl SinkKeys for ObjectStoreConfig {
         }
         let parquet = format == Format::Parquet;
         let (row_group_rows, row_group_bytes) = parse_row_groups(s, parquet);
+        let schema = SchemaConfig::parse(s, parquet, "only applies to format = \"parquet\"");
         // One key whose values depend on `format`: Parquet compresses its columns,
         // NDJSON the whole object.
         let compression = s
@@ -307,6 +311,7 @@ impl SinkKeys for ObjectStoreConfig {
             path_style: path_style.unwrap_or(true),
             rotate: parse_rotate(s, Some(DEFAULT_ROTATE_AGE), true),
             parquet,
+            schema,
             url: url?,
             location: location?,
         })

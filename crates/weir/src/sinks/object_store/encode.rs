@@ -25,7 +25,10 @@ impl Encoding {
     /// The encoding `config` asks for.
     pub fn of(config: &ObjectStoreConfig) -> Self {
         match &config.parquet {
-            Some(encoding) => Encoding::Parquet(Box::new(EncoderSettings::new(encoding))),
+            Some(encoding) => Encoding::Parquet(Box::new(EncoderSettings::new(
+                encoding,
+                config.schema.as_ref(),
+            ))),
             None => Encoding::Ndjson(config.ndjson_compression),
         }
     }
@@ -204,7 +207,7 @@ impl ObjectEncoder {
         rejects: &mut Vec<Unencodable>,
     ) -> Result<(), String> {
         if let Inner::Parquet(p) = &mut self.inner {
-            p.append(records).map_err(text)?;
+            p.append(records, rejects).map_err(text)?;
             self.output().take(parts);
             return Ok(());
         }
@@ -361,7 +364,7 @@ mod tests {
             row_group_bytes: crate::keys::ByteSize::new(64 * 1024).expect("non-zero"),
             compression: crate::sinks::parquet::Compression::Zstd,
         };
-        let encoding = Encoding::Parquet(Box::new(EncoderSettings::new(&settings)));
+        let encoding = Encoding::Parquet(Box::new(EncoderSettings::new(&settings, None)));
         let part_size = 128 * 1024;
         let (parts, _) = encode(&encoding, part_size);
         assert!(parts.len() > 2, "{} parts", parts.len());

@@ -10,6 +10,7 @@ use crate::keys::units::string_enum;
 use crate::keys::{Bounds, ByteSize, Section};
 use crate::sinks::SinkKeys;
 use crate::sinks::rotate::{DEFAULT_ROTATE_AGE, Rotate, parse_rotate};
+use crate::sinks::schema::SchemaConfig;
 
 /// Parquet column compression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,8 @@ pub struct ParquetConfig {
     /// Row groups and compression.
     #[serde(flatten)]
     pub encoding: ParquetEncoding,
+    /// Typed columns, when a `schema` is given.
+    pub schema: Option<SchemaConfig>,
 }
 
 impl SinkKeys for ParquetConfig {
@@ -61,8 +64,10 @@ impl SinkKeys for ParquetConfig {
         let compression = s
             .key("compression", "Column compression.")
             .or(Compression::Zstd);
+        let schema = SchemaConfig::parse(s, true, "");
         Some(Self {
             rotate,
+            schema,
             encoding: ParquetEncoding {
                 row_group_rows,
                 row_group_bytes,

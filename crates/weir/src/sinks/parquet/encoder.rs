@@ -14,27 +14,33 @@ use parquet::file::properties::WriterProperties;
 
 use super::config::{Compression, ParquetEncoding};
 use super::schema::{BatchBuilder, record_schema, record_weight};
+use super::typed::{TypedBuilder, typed_schema};
 use super::writer::{
     FooterMetadata, KEY_CONFIG_HASH, KEY_FIRST_OFFSET, KEY_LAST_OFFSET, KEY_ON_FULL,
     KEY_SOURCE_NAMES, KEY_WEIR_VERSION,
 };
-use crate::record::Record;
+use crate::pipeline::Unencodable;
+use crate::record::{EncodeError, Record};
+use crate::sinks::schema::{SchemaConfig, Typed, TypedStats};
 
 /// Largest batch converted to Arrow at once, whatever `row_group_bytes` says: Arrow's
 /// string and binary columns use 32-bit offsets.
 const MAX_CHUNK_BYTES: u64 = 512 * 1024 * 1024;
 
-/// How every file of a sink is encoded: writer properties and row-group bounds.
+/// How every file of a sink is encoded: writer properties, row-group bounds, and the
+/// schema (the envelope with the payload, or typed columns).
 #[derive(Debug, Clone)]
 pub struct EncoderSettings {
     properties: WriterProperties,
     row_group_rows: usize,
     row_group_bytes: u64,
+    typed: Option<Arc<Typed>>,
 }
 
 impl EncoderSettings {
-    /// The settings of `encoding` (`row_group_rows`, `row_group_bytes`, `compression`).
-    pub fn new(encoding: &ParquetEncoding) -> Self {
+    /// The settings of `encoding` (`row_group_rows`, `row_group_bytes`, `compression`),
+    /// with typed columns when a `schema` is given.
+    pub fn new(encoding: &ParquetEncoding, schema: Option<&SchemaConfig>) -> Self {
         let row_group_rows = encoding.row_group_rows.get() as usize;
         let row_group_bytes = encoding.row_group_bytes.bytes();
         let properties = WriterProperties::builder()
@@ -47,8 +53,20 @@ impl EncoderSettings {
             properties,
             row_group_rows,
             row_group_bytes,
+            typed: schema.map(|s| Arc::new(Typed::new(s.clone()))),
         }
     }
+
+    /// The typed schema's counters, when there is one.
+    pub fn typed_stats(&self) -> Option<&Arc<TypedStats>> {
+        self.typed.as_ref().map(|t| t.stats())
+    }
+}
+
+/// How records become batches: the envelope with the payload, or typed columns.
+enum Rows {
+    Envelope(Box<BatchBuilder>),
+    Typed(TypedBuilder),
 }
 
 /// One Parquet file being encoded into `W`.
@@ -59,7 +77,7 @@ impl EncoderSettings {
 /// about 80 KiB). Flushed row groups go to `W` at once.
 pub struct ParquetEncoder<W: Write + Send> {
     writer: ArrowWriter<W>,
-    builder: BatchBuilder,
+    rows_builder: Rows,
     row_group_rows: usize,
     row_group_bytes: u64,
     rows: u64,
@@ -82,11 +100,20 @@ impl<W: Write + Send> ParquetEncoder<W> {
     ///
     /// The encoder's error if the header cannot be written.
     pub fn new(output: W, settings: &EncoderSettings) -> Result<Self, ParquetError> {
-        let writer =
-            ArrowWriter::try_new(output, record_schema(), Some(settings.properties.clone()))?;
+        let (schema, rows_builder) = match &settings.typed {
+            Some(typed) => (
+                typed_schema(typed),
+                Rows::Typed(TypedBuilder::new(Arc::clone(typed))),
+            ),
+            None => (
+                record_schema(),
+                Rows::Envelope(Box::new(BatchBuilder::new())),
+            ),
+        };
+        let writer = ArrowWriter::try_new(output, schema, Some(settings.properties.clone()))?;
         Ok(Self {
             writer,
-            builder: BatchBuilder::new(),
+            rows_builder,
             row_group_rows: settings.row_group_rows,
             row_group_bytes: settings.row_group_bytes,
             rows: 0,
@@ -94,12 +121,17 @@ impl<W: Write + Send> ParquetEncoder<W> {
         })
     }
 
-    /// Appends `records` (row groups that fill up are flushed to the output).
+    /// Appends `records` (row groups that fill up are flushed to the output). With a
+    /// schema, the records that do not fit it go to `rejects`, with why.
     ///
     /// # Errors
     ///
     /// The encoder's or the output's error; the file is then unusable.
-    pub fn append(&mut self, records: &[Record]) -> Result<(), ParquetError> {
+    pub fn append(
+        &mut self,
+        records: &[Record],
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<(), ParquetError> {
         let chunk_bytes = self.row_group_bytes.min(MAX_CHUNK_BYTES);
         let mut rest = records;
         while !rest.is_empty() {
@@ -112,7 +144,20 @@ impl<W: Write + Send> ParquetEncoder<W> {
             }
             let (chunk, tail) = rest.split_at(len);
             rest = tail;
-            let batch = self.builder.build(chunk).map_err(ParquetError::from)?;
+            let batch = match &mut self.rows_builder {
+                Rows::Envelope(b) => b.build(chunk).map_err(ParquetError::from)?,
+                Rows::Typed(b) => {
+                    let built = b.build(chunk).map_err(ParquetError::from)?;
+                    for (i, reason) in built.rejected {
+                        rejects.push(Unencodable {
+                            record: chunk[i].clone(),
+                            reason: EncodeError::Schema(reason),
+                        });
+                    }
+                    built.batch
+                }
+            };
+            self.rows += batch.num_rows() as u64;
             self.writer.write(&batch)?;
             if self.writer.memory_size() as u64 >= self.row_group_bytes {
                 self.writer.flush()?;
@@ -123,7 +168,6 @@ impl<W: Write + Send> ParquetEncoder<W> {
                 }
             }
         }
-        self.rows += records.len() as u64;
         Ok(())
     }
 

@@ -33,6 +33,7 @@ mod encoder;
 mod error;
 mod schema;
 mod shell;
+mod typed;
 mod writer;
 
 #[cfg(test)]
@@ -47,6 +48,7 @@ pub use self::encoder::{EncoderSettings, ParquetEncoder};
 pub use self::error::ParquetSinkError;
 pub use self::schema::record_schema;
 pub use self::shell::ParquetSink;
+pub use self::typed::typed_schema;
 pub use self::writer::{
     Committed, FooterMetadata, KEY_CONFIG_HASH, KEY_FIRST_OFFSET, KEY_LAST_OFFSET, KEY_ON_FULL,
     KEY_SOURCE_NAMES, KEY_WEIR_VERSION, ParquetFileWriter,

@@ -71,16 +71,26 @@ pub(super) struct BatchBuilder {
     attributes: MapBuilder<StringBuilder, StringBuilder>,
 }
 
+/// A builder of the `attributes` map column.
+pub(super) fn attributes_builder() -> MapBuilder<StringBuilder, StringBuilder> {
+    let names = MapFieldNames {
+        entry: MAP_ENTRIES.to_owned(),
+        key: "key".to_owned(),
+        value: "value".to_owned(),
+    };
+    MapBuilder::new(Some(names), StringBuilder::new(), StringBuilder::new())
+        .with_keys_field(map_key_field())
+        .with_values_field(map_value_field())
+}
+
+/// The `attributes` map column's field.
+pub(super) fn attributes_field() -> Field {
+    Field::new("attributes", attributes_type(), false)
+}
+
 impl BatchBuilder {
     pub(super) fn new() -> Self {
-        let names = MapFieldNames {
-            entry: MAP_ENTRIES.to_owned(),
-            key: "key".to_owned(),
-            value: "value".to_owned(),
-        };
-        let attributes = MapBuilder::new(Some(names), StringBuilder::new(), StringBuilder::new())
-            .with_keys_field(map_key_field())
-            .with_values_field(map_value_field());
+        let attributes = attributes_builder();
         Self {
             source: StringBuilder::new(),
             key: StringBuilder::new(),

@@ -72,7 +72,12 @@ impl OpenSink for ParquetConfig {
 
     fn open(&self, name: &str, cx: &SinkContext) -> Result<ParquetSink, SinkError> {
         let sink = ParquetSink::open(name, self, FooterMetadata::from_context(cx))?;
-        lock(&sink.state).pinning = Some((self.rotate, cx.wal.clone()));
+        let mut state = lock(&sink.state);
+        state.pinning = Some((self.rotate, cx.wal.clone()));
+        if let Some(stats) = state.writer.typed_stats() {
+            crate::sinks::schema::register(name, stats, &cx.telemetry, &cx.detail);
+        }
+        drop(state);
         Ok(sink)
     }
 }
@@ -125,14 +130,14 @@ impl Sink for ParquetSink {
     async fn write(
         &mut self,
         batch: &Arc<SinkBatch>,
-        _rejects: &mut Vec<Unencodable>,
+        rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
         let state = Arc::clone(&self.state);
         let batch = Arc::clone(batch);
-        tokio::task::spawn_blocking(move || {
+        let (written, rejected) = tokio::task::spawn_blocking(move || {
             let mut state = lock(&state);
             let Some(last) = batch.next_offset.checked_sub(1) else {
-                return Ok(Written::default());
+                return Ok((Written::default(), Vec::new()));
             };
             state
                 .writer
@@ -140,14 +145,20 @@ impl Sink for ParquetSink {
                 .map_err(to_sink_error)?;
             state.last_next = Some(batch.next_offset);
             state.close_if_pinning().map_err(to_sink_error)?;
-            Ok(Written {
-                durable_through: state.durable(),
-                unencodable: 0,
-                buffered_bytes: state.writer.buffered_bytes(),
-            })
+            let rejected = state.writer.take_rejects();
+            Ok((
+                Written {
+                    durable_through: state.durable(),
+                    unencodable: rejected.len() as u64,
+                    buffered_bytes: state.writer.buffered_bytes(),
+                },
+                rejected,
+            ))
         })
         .await
-        .map_err(|_| SinkError::Cancelled)?
+        .map_err(|_| SinkError::Cancelled)??;
+        rejects.extend(rejected);
+        Ok(written)
     }
 
     /// Closes the open file if it is older than `rotate.age`, or pins more than

@@ -32,6 +32,7 @@ pub(super) fn sink_config(dir: &Path) -> ParquetConfig {
             row_group_bytes: ByteSize::new(8 << 20).expect("non-zero"),
             compression: Compression::Zstd,
         },
+        schema: None,
     }
 }
 

@@ -9,6 +9,7 @@ use super::error::ParquetSinkError;
 use weir_wal::OnFull;
 
 use super::config::ParquetConfig;
+use crate::pipeline::Unencodable;
 use crate::record::Record;
 use crate::sinks::SinkContext;
 use crate::sinks::rotate::Rotate;
@@ -105,6 +106,8 @@ pub struct ParquetFileWriter {
     settings: EncoderSettings,
     footer: FooterMetadata,
     open: Option<OpenFile>,
+    /// Records that did not fit the schema since [`Self::take_rejects`].
+    rejects: Vec<Unencodable>,
     /// The first offset of the next file, once known.
     next_first_offset: Option<u64>,
     /// The highest `last_offset` seen, to refuse a batch that goes backwards.
@@ -146,7 +149,8 @@ impl ParquetFileWriter {
             dir: dir.to_owned(),
             prefix: prefix.to_owned(),
             rotate: config.rotate,
-            settings: EncoderSettings::new(&config.encoding),
+            settings: EncoderSettings::new(&config.encoding, config.schema.as_ref()),
+            rejects: Vec::new(),
             footer,
             open: None,
             next_first_offset: None,
@@ -264,6 +268,17 @@ impl ParquetFileWriter {
         Ok(None)
     }
 
+    /// The records that did not fit the schema, written since the last call (for the
+    /// quarantine); they are in no file.
+    pub fn take_rejects(&mut self) -> Vec<Unencodable> {
+        std::mem::take(&mut self.rejects)
+    }
+
+    /// The schema's counters, with one.
+    pub fn typed_stats(&self) -> Option<&std::sync::Arc<crate::sinks::schema::TypedStats>> {
+        self.settings.typed_stats()
+    }
+
     /// Closes the open file, if any (on shutdown).
     ///
     /// # Errors
@@ -298,7 +313,7 @@ impl ParquetFileWriter {
     fn append(&mut self, records: &[Record], last_offset: u64) -> Result<(), ParquetSinkError> {
         let open = self.open.as_mut().expect("append runs with a file open");
         open.encoder
-            .append(records)
+            .append(records, &mut self.rejects)
             .map_err(|e| ParquetSinkError::encode(&open.tmp_path, e))?;
         open.last_offset = last_offset;
         Ok(())
@@ -352,6 +367,8 @@ impl ParquetFileWriter {
 
     /// Drops the open file after a failed write and removes its `.tmp`.
     fn abandon(&mut self) {
+        // The abandoned range is sent again: its rejects are found again then.
+        self.rejects.clear();
         if let Some(open) = self.open.take() {
             self.rewind_to(open.first_offset);
             let tmp_path = open.tmp_path.clone();

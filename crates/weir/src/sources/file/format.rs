@@ -84,9 +84,7 @@ impl FieldType {
             "bool" => Ok(FieldType::Bool),
             _ => match text.strip_prefix("timestamp:") {
                 Some(format) => {
-                    let bad = chrono::format::StrftimeItems::new(format)
-                        .any(|item| matches!(item, chrono::format::Item::Error));
-                    if bad || format.is_empty() {
+                    if !crate::record::time::is_strftime(format) {
                         Err(format!(
                             "{format:?} is not a strftime format (e.g. \"timestamp:%d/%b/%Y:%H:%M:%S %z\")"
                         ))
@@ -347,7 +345,7 @@ fn typed(t: &FieldType, value: &str, out: &mut Vec<u8>) -> Result<(), String> {
             _ => return Err("is not a boolean (true/false, 1/0, yes/no, on/off)".into()),
         },
         FieldType::Timestamp(format) => {
-            let time = parse_time(value, format)
+            let time = crate::record::time::parse_strftime(value, format)
                 .ok_or_else(|| format!("does not fit the timestamp format {format:?}"))?;
             json_string(
                 time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
@@ -357,21 +355,6 @@ fn typed(t: &FieldType, value: &str, out: &mut Vec<u8>) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// `value` read with strftime `format`: with its zone when it has one, else as UTC.
-pub fn parse_time(value: &str, format: &str) -> Option<chrono::DateTime<chrono::Utc>> {
-    use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-    if let Ok(t) = DateTime::parse_from_str(value, format) {
-        return Some(t.with_timezone(&Utc));
-    }
-    if let Ok(t) = NaiveDateTime::parse_from_str(value, format) {
-        return Some(t.and_utc());
-    }
-    NaiveDate::parse_from_str(value, format)
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc())
 }
 
 /// Writes `bytes` as a JSON string (invalid UTF-8 replaced by U+FFFD).

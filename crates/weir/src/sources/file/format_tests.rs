@@ -143,12 +143,3 @@ fn logfmt_lines_become_objects() {
     assert_eq!(miss, Miss::Mismatch);
     assert!(reason.contains("not closed"), "{reason}");
 }
-
-#[test]
-fn times_without_a_zone_are_utc() {
-    let t = parse_time("2024-12-06 10:00:00", "%Y-%m-%d %H:%M:%S").unwrap();
-    assert_eq!(t.to_rfc3339(), "2024-12-06T10:00:00+00:00");
-    let t = parse_time("2024-12-06", "%Y-%m-%d").unwrap();
-    assert_eq!(t.timestamp(), 1_733_443_200);
-    assert!(parse_time("yesterday", "%Y-%m-%d").is_none());
-}
