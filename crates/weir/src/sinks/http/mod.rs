@@ -49,6 +49,8 @@
 mod body;
 mod config;
 mod core;
+mod deliver;
+mod service;
 mod shell;
 mod stats;
 

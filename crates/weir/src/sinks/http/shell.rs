@@ -1,40 +1,31 @@
-//! The running `http` sink (see the [module docs](super)): a kept client, requests in
-//! flight through weir-flow's ordered stage, each batch's retries, bisection and dead
-//! letters in its own operation.
+//! The running `http` sink (see the [module docs](super)): opening it (URL, headers,
+//! client, concurrency limiter, retry budget), gathering records into requests, and the
+//! requests in flight through weir-flow's ordered stage, released in WAL order. Each
+//! batch's retries, bisection and dead letters are its own operation
+//! ([`deliver`](super::deliver)).
 
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full, Limited};
-use hyper::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderName, RETRY_AFTER};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper::header::HeaderName;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use weir_flow::aimd::{AimdConfig, ConcurrencyLimiter, Permit};
+use weir_flow::aimd::{AimdConfig, ConcurrencyLimiter};
 use weir_flow::ordered::{OrderedConfig, OrderedError, OrderedStage, RetryPolicy, SubmitError};
 
-use super::body::{self, Gather, Parts};
+use super::body::{self, Gather};
 use super::config::{HeaderValue, HttpSinkConfig, Method};
-use super::core::{self, Class, RetryBudget};
+use super::core::RetryBudget;
+use super::deliver::{Shared, deliver};
+use super::service::client;
 use super::stats::HttpStats;
-use crate::keys::tls;
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
-use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sinks::{OpenSink, SinkContext};
 
-/// The most bytes of an error answer's body kept (for the log, `/status` and dead
-/// letters).
-const ANSWER_BODY_MAX: usize = 4 * 1024;
-
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 type OpFuture = Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send>>;
 type Op = Box<dyn Fn(Arc<Batch>) -> OpFuture + Send + Sync>;
 type Stage = OrderedStage<Arc<Batch>, Option<u64>, String, Op>;
@@ -43,41 +34,9 @@ type Stage = OrderedStage<Arc<Batch>, Option<u64>, String, Op>;
 /// earlier batch) are delivered. A WAL read larger than a request is split; only its
 /// last request carries the offset.
 #[derive(Debug)]
-struct Batch {
-    records: Gather,
-    next_offset: Option<u64>,
-}
-
-/// What every operation shares: the client, the limiter, the budget, the pause.
-struct Shared {
-    name: String,
-    client: HttpClient,
-    /// The sink's `unencodable` count: records its encoding cannot hold, refused by
-    /// each request's encoder and put in the quarantine.
-    unencodable: Arc<std::sync::atomic::AtomicU64>,
-    uri: hyper::Uri,
-    method: hyper::Method,
-    headers: Vec<(HeaderName, hyper::header::HeaderValue)>,
-    config: HttpSinkConfig,
-    retry_initial: Duration,
-    retry_max: Duration,
-    limiter: ConcurrencyLimiter,
-    budget: Arc<Mutex<RetryBudget>>,
-    /// No request starts before this (`Retry-After`).
-    pause_until: Arc<Mutex<Option<Instant>>>,
-    quarantine: Quarantine,
-    stats: Arc<HttpStats>,
-    /// The last configuration error (401, 403, …), sent on every one.
-    permanent: watch::Sender<Option<String>>,
-    /// Whether the last final answer was a configuration error (no delivery since).
-    failing: AtomicBool,
-    /// After a configuration error no request starts before this (`retry.max` later):
-    /// one probe per `retry.max` instead of every batch asking in turn.
-    config_pause_until: Mutex<Option<Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+pub(super) struct Batch {
+    pub(super) records: Gather,
+    pub(super) next_offset: Option<u64>,
 }
 
 /// The HTTP sink.
@@ -214,27 +173,6 @@ impl OpenSink for HttpSinkConfig {
             permanent_reported: None,
         })
     }
-}
-
-/// The kept client: pooled connections, HTTP/1.1, and HTTP/2 where TLS negotiates it
-/// (ALPN). `https://` trusts `ca_file`, or the system's CA certificates.
-fn client(config: &HttpSinkConfig, https: bool) -> Result<HttpClient, String> {
-    let roots = if https {
-        tls::roots(config.ca_file.as_deref(), "endpoint")?
-    } else {
-        rustls::RootCertStore::empty()
-    };
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls::client_config(roots)?)
-        .https_or_http()
-        .enable_all_versions()
-        .build();
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(config.max_concurrency.get() as usize)
-        .build(connector))
 }
 
 impl HttpSink {
@@ -513,321 +451,5 @@ impl Sink for HttpSink {
         self.pending_since = None;
         self.sealed = None;
         self.released = None;
-    }
-}
-
-/// How a request ended, as far as its records go.
-enum Final {
-    /// Stored.
-    Delivered,
-    /// Refused (400, 422) or too large (413): split, or dead-letter a single record.
-    Refused { status: u16, body: String },
-}
-
-/// One batch's life: sent until delivered, bisected while refused; refused records
-/// go to the quarantine (durably) before the batch counts as delivered.
-async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Option<u64>, String> {
-    // Encoded here, in the request's own task, so that requests encode in parallel.
-    let mut dead = Vec::new();
-    let parts = batch
-        .records
-        .encode(shared.config.encoding, |record, reason| {
-            shared.unencodable.fetch_add(1, Ordering::Relaxed);
-            dead.push(Rejected {
-                reason,
-                payload: record.payload(),
-            });
-        });
-    let mut todo = vec![(0, parts.len())];
-    while let Some((lo, hi)) = todo.pop() {
-        if lo == hi {
-            continue;
-        }
-        match shared.send_until_final(&parts, lo, hi).await? {
-            Final::Delivered => shared.stats.delivered((hi - lo) as u64),
-            Final::Refused { status, body } if hi - lo == 1 => {
-                shared.stats.count_dead_letter(status);
-                dead.push(Rejected {
-                    reason: format!("HTTP {status}: {body}"),
-                    payload: batch.records.record(parts.gather_index(lo)).payload(),
-                });
-            }
-            Final::Refused { status, .. } => {
-                shared.stats.count_split(status);
-                let mid = lo + (hi - lo) / 2;
-                todo.push((mid, hi));
-                todo.push((lo, mid));
-            }
-        }
-    }
-    if !dead.is_empty() {
-        match shared.quarantine.put_durable(&shared.name, dead).await {
-            // Over budget: dropped and counted by the quarantine, which never blocks.
-            Ok(()) | Err(QuarantineError::Full { .. }) => {}
-            Err(e) => return Err(format!("dead letters: {e}")),
-        }
-    }
-    Ok(batch.next_offset)
-}
-
-/// A request that got no answer.
-enum SendError {
-    /// The endpoint's TLS certificate was refused: a configuration error.
-    Certificate(String),
-    /// Connecting, sending or reading failed: transient.
-    Connection(String),
-}
-
-/// `e` and its sources, `: `-separated (hyper's own message is only "client error
-/// (Connect)").
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = inner(e);
-    while let Some(cause) = next {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        next = inner(cause);
-    }
-    text
-}
-
-/// The error beneath `e`; for an `io::Error` wrapping another error, that error (its
-/// `source` skips it).
-fn inner<'e>(
-    e: &'e (dyn std::error::Error + 'static),
-) -> Option<&'e (dyn std::error::Error + 'static)> {
-    match e
-        .downcast_ref::<std::io::Error>()
-        .and_then(std::io::Error::get_ref)
-    {
-        Some(wrapped) => Some(wrapped),
-        None => e.source(),
-    }
-}
-
-/// Whether rustls refused the peer's certificate somewhere beneath `e`.
-fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(cause) = next {
-        if matches!(
-            cause.downcast_ref::<rustls::Error>(),
-            Some(rustls::Error::InvalidCertificate(_))
-        ) {
-            return true;
-        }
-        next = inner(cause);
-    }
-    false
-}
-
-/// An answer, as far as the sink reads it.
-struct Answer {
-    status: u16,
-    retry_after: Option<String>,
-    body: String,
-}
-
-impl Shared {
-    /// Sends records `lo..hi` of `parts` until the answer is final: transient failures are retried (with
-    /// backoff, `Retry-After` and the budget), configuration errors every `retry.max`.
-    async fn send_until_final(&self, parts: &Parts, lo: usize, hi: usize) -> Result<Final, String> {
-        let config = &self.config;
-        let body = parts
-            .body(lo, hi, config.encoding, config.compression)
-            .map_err(|e| format!("building a request body: {e}"))?;
-        let mut retries = 0u32;
-        loop {
-            let permit = self.start(retries > 0).await;
-            if retries == 0 {
-                lock(&self.budget).record_request(std::time::Instant::now());
-            }
-            let started = Instant::now();
-            let outcome = tokio::time::timeout(config.timeout.get(), self.send(body.clone())).await;
-            let rtt = started.elapsed();
-            let reason = match outcome {
-                Ok(Ok(answer)) => match core::classify(answer.status) {
-                    Class::Delivered => {
-                        self.failing.store(false, Ordering::Relaxed);
-                        self.stats.finished(permit, rtt);
-                        return Ok(Final::Delivered);
-                    }
-                    Class::Refused | Class::TooLarge => {
-                        self.stats.finished(permit, rtt);
-                        return Ok(Final::Refused {
-                            status: answer.status,
-                            body: answer.body,
-                        });
-                    }
-                    Class::Config => {
-                        drop(permit);
-                        self.refused_configuration(format!(
-                            "{} {} answered HTTP {}: {}; check url, method and headers",
-                            self.method,
-                            config.url,
-                            answer.status,
-                            answer.body.trim(),
-                        ));
-                        continue;
-                    }
-                    Class::Transient { overload, reason } => {
-                        if overload {
-                            self.stats.cut(permit, reason);
-                        } else {
-                            drop(permit);
-                        }
-                        if matches!(answer.status, 429 | 503)
-                            && let Some(wait) = answer.retry_after.as_deref().and_then(|v| {
-                                core::parse_retry_after(
-                                    v,
-                                    SystemTime::now(),
-                                    config.max_retry_after.get(),
-                                )
-                            })
-                        {
-                            self.pause_for(wait);
-                        }
-                        reason
-                    }
-                },
-                Ok(Err(SendError::Certificate(e))) => {
-                    drop(permit);
-                    self.refused_configuration(format!(
-                        "{e}; the endpoint's TLS certificate is not trusted: set ca_file to \
-                         the PEM file of the CA that signed it, or use the host name it names"
-                    ));
-                    continue;
-                }
-                Ok(Err(SendError::Connection(e))) => {
-                    self.stats.cut(permit, "connection");
-                    self.stats.set_last_error(&e);
-                    "connection"
-                }
-                Err(_) => {
-                    self.stats.cut(permit, "timeout");
-                    "timeout"
-                }
-            };
-            retries += 1;
-            self.stats.count_retry(reason);
-            tokio::time::sleep(core::backoff(retries, self.retry_initial, self.retry_max)).await;
-        }
-    }
-
-    /// The endpoint refuses the sink's configuration (401, 403, …, or an untrusted
-    /// certificate): the sink shows `failed` with `message`, nothing is dead-lettered,
-    /// and no request starts before `retry.max` has passed (one probe per `retry.max`).
-    fn refused_configuration(&self, message: String) {
-        self.stats.count_config_error();
-        let message = format!(
-            "{message} (nothing is dead-lettered; sent again every retry.max, {:?})",
-            self.retry_max
-        );
-        self.stats.set_last_error(&message);
-        self.failing.store(true, Ordering::Relaxed);
-        *lock(&self.config_pause_until) = Some(Instant::now() + self.retry_max);
-        self.permanent.send_replace(Some(message));
-    }
-
-    /// Waits until a request may start: no `Retry-After` pause, room in the retry
-    /// budget (for a retry), and a slot under the concurrency limit.
-    async fn start(&self, is_retry: bool) -> Permit {
-        let mut budget_counted = false;
-        let mut budget_taken = !is_retry;
-        loop {
-            self.wait_pause().await;
-            if !budget_taken {
-                let allowed = lock(&self.budget).try_retry(std::time::Instant::now());
-                if let Err(wait) = allowed {
-                    if !budget_counted {
-                        budget_counted = true;
-                        self.stats.count_budget_exhausted();
-                    }
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-                budget_taken = true;
-            }
-            let permit = self.limiter.acquire().await;
-            // A pause may have begun while this waited for a slot.
-            if self.paused().is_some() {
-                drop(permit);
-                continue;
-            }
-            return permit;
-        }
-    }
-
-    fn paused(&self) -> Option<Instant> {
-        let retry_after = *lock(&self.pause_until);
-        let config = *lock(&self.config_pause_until);
-        retry_after.max(config).filter(|u| *u > Instant::now())
-    }
-
-    async fn wait_pause(&self) {
-        while let Some(until) = self.paused() {
-            tokio::time::sleep_until(until).await;
-        }
-    }
-
-    fn pause_for(&self, wait: Duration) {
-        let until = Instant::now() + wait;
-        let mut pause = lock(&self.pause_until);
-        if pause.is_none_or(|p| p < until) {
-            *pause = Some(until);
-        }
-        drop(pause);
-        self.stats.count_retry_after();
-    }
-
-    /// One request.
-    async fn send(&self, body: Bytes) -> Result<Answer, SendError> {
-        let mut request = hyper::Request::new(Full::new(body));
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        let headers = request.headers_mut();
-        for (name, value) in &self.headers {
-            headers.append(name.clone(), value.clone());
-        }
-        headers.insert(
-            CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static(body::content_type(self.config.encoding)),
-        );
-        if let Some(encoding) = body::content_encoding(self.config.compression) {
-            headers.insert(
-                CONTENT_ENCODING,
-                hyper::header::HeaderValue::from_static(encoding),
-            );
-        }
-        let response = self.client.request(request).await.map_err(|e| {
-            let message = format!("{} {}: {}", self.method, self.config.url, chain(&e));
-            if untrusted_certificate(&e) {
-                SendError::Certificate(message)
-            } else {
-                SendError::Connection(message)
-            }
-        })?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        // Read to the end so the connection goes back to the pool; an error body is
-        // kept (cut at ANSWER_BODY_MAX) for the log and dead letters.
-        let body = match Limited::new(response.into_body(), ANSWER_BODY_MAX)
-            .collect()
-            .await
-        {
-            Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
-            Err(_) => String::from("(body not read: too long or cut)"),
-        };
-        Ok(Answer {
-            status,
-            retry_after,
-            body,
-        })
     }
 }

@@ -8,19 +8,29 @@
 //!   sees them.
 //! - `encode`: the open object's encoder (the Parquet sink's, or NDJSON).
 //! - `store`: the stores, with the `object_store` crate's own retries off.
-//! - `shell`: the running sink ([`ObjectStoreSink`]).
+//! - `shell`: the running sink ([`ObjectStoreSink`]): opening, the cursor's marks,
+//!   failures and the [`Sink`](crate::pipeline::Sink) calls.
+//! - `object`: the open object, from its first record to its close.
+//! - `upload`: the upload stage's operations and the retry policy of every request.
+//! - `recovery`: the journal at run time: appends, recovery, compaction.
+//! - `stats`: the counters ([`ObjectStoreStats`]) and the `/status` details.
 
 mod config;
 mod encode;
 mod journal;
 mod naming;
+mod object;
+mod recovery;
 mod shell;
+mod stats;
 mod store;
+mod upload;
 
 #[cfg(test)]
 mod tests;
 
 pub use self::config::{Format, Location, NdjsonCompression, ObjectStoreConfig};
 pub use self::journal::JOURNAL_FILE;
-pub use self::shell::{ObjectStoreSink, ObjectStoreStats};
+pub use self::shell::ObjectStoreSink;
+pub use self::stats::ObjectStoreStats;
 pub use self::store::{LOCAL_UPLOADS_DIR, Store, StoreError};

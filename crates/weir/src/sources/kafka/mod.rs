@@ -45,9 +45,14 @@
 //! Client properties pass through `properties`, except those weir owns
 //! ([`OWNED_PROPERTIES`]): they are refused.
 
+mod client;
 mod config;
 pub mod core;
+mod offsets;
+mod poll;
 mod shell;
+mod status;
 
 pub use self::config::{KafkaConfig, OWNED_PROPERTIES, Security, StartFrom};
-pub use self::shell::{Shared, register, run};
+pub use self::shell::{Shared, run};
+pub use self::status::register;

@@ -35,10 +35,16 @@
 //! (after `ack_wait`); what was acked is in the WAL. Several instances bound to one
 //! consumer share the stream: each message is durable in one instance's WAL.
 
+mod append;
 pub mod client;
 mod config;
+mod consumer;
 pub mod core;
+mod fetch;
 mod shell;
+mod status;
 
 pub use self::config::{DeliverPolicy, NatsConfig};
-pub use self::shell::{Connected, Shared, register, run};
+pub use self::consumer::Connected;
+pub use self::shell::{Shared, run};
+pub use self::status::register;

@@ -1,0 +1,84 @@
+//! The object-store sink's counters ([`ObjectStoreStats`]) and the `/status` details
+//! made from them: objects, parts and bytes stored, retries, aborted uploads, and the
+//! bytes held (encoder and uploads) against their bounds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::shell::ObjectStoreSink;
+
+/// Counters of one object-store sink, for `/status`.
+#[derive(Debug, Default)]
+pub struct ObjectStoreStats {
+    /// Objects stored (PUT or completed).
+    pub objects: AtomicU64,
+    /// Of those, objects sent in one PUT.
+    pub single_puts: AtomicU64,
+    /// Parts uploaded.
+    pub parts: AtomicU64,
+    /// Bytes stored.
+    pub bytes: AtomicU64,
+    /// Retried attempts (throttling, 5xx, timeouts, connection errors).
+    pub retries: AtomicU64,
+    /// Uploads aborted (a failed object, or one recorded by an earlier run).
+    pub aborted_uploads: AtomicU64,
+    /// Recorded uploads the store refused to abort (logged at WARN).
+    pub unabortable_uploads: AtomicU64,
+    /// Retries of requests made outside the stage.
+    pub inline_retries: AtomicU64,
+    /// Retries of stages replaced after a failure.
+    pub earlier_stage_retries: AtomicU64,
+    /// Bytes of parts and objects uploading now.
+    pub uploading_bytes: AtomicU64,
+    /// Parts and objects uploading now.
+    pub in_flight: AtomicU64,
+    /// Bytes the open object's encoder holds.
+    pub encoder_bytes: AtomicU64,
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+impl ObjectStoreSink {
+    /// The `/status` details: uploads, memory and its bound.
+    pub(super) fn status_fn(&self) -> impl Fn() -> Value + Send + Sync + 'static {
+        let stats = Arc::clone(&self.stats);
+        let bound = self.config.upload_bytes();
+        let (encoder_bound, _) = self.config.encoder_bytes();
+        let url = self.config.url.clone();
+        let wal_id = self.naming.wal_id.clone();
+        move || {
+            json!({
+                "url": url,
+                "wal_id": wal_id,
+                "objects": get(&stats.objects),
+                "single_puts": get(&stats.single_puts),
+                "parts": get(&stats.parts),
+                "bytes": get(&stats.bytes),
+                "upload_retries": get(&stats.retries),
+                "aborted_uploads": get(&stats.aborted_uploads),
+                "unabortable_uploads": get(&stats.unabortable_uploads),
+                "in_flight": get(&stats.in_flight),
+                "uploading_bytes": get(&stats.uploading_bytes),
+                "max_uploading_bytes": bound,
+                "encoder_bytes": get(&stats.encoder_bytes),
+                "max_encoder_bytes": encoder_bound,
+            })
+        }
+    }
+
+    /// `retries` = the retries of earlier stages + this stage's + the inline ones.
+    pub(super) fn count_retries(&self) {
+        let total = get(&self.stats.earlier_stage_retries)
+            + self.stage.retries()
+            + get(&self.stats.inline_retries);
+        self.stats.retries.store(total, Ordering::Relaxed);
+    }
+
+    pub(super) fn held_bytes(&self) -> u64 {
+        get(&self.stats.encoder_bytes) + get(&self.stats.uploading_bytes)
+    }
+}
