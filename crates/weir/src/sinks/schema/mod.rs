@@ -10,15 +10,18 @@
 
 pub mod config;
 pub mod decode;
+mod shape;
 mod status;
 mod tape;
+mod types;
 
-pub use self::config::{
-    Column, ColumnType, Envelope, EventTime, OnMismatch, OnMissing, SchemaConfig, TimeFormat,
-    UnknownFields,
-};
 pub use self::decode::{Decoded, EXTRA, Typed, TypedStats};
+pub use self::shape::output_field;
 pub use self::status::register;
+pub use self::types::{
+    Column, ColumnType, Envelope, EventTime, OnMismatch, OnMissing, SchemaConfig, TimeFormat,
+    UnknownFields, pointer_keys,
+};
 
 #[cfg(test)]
 mod tests;

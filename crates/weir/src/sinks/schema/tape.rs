@@ -10,7 +10,7 @@ use arrow_array::builder::{StringBuilder, TimestampMicrosecondBuilder};
 use arrow_json::reader::{ArrayDecoder, DecoderContext, DecoderFactory, Tape, TapeElement};
 use arrow_schema::{ArrowError, FieldRef};
 
-use super::config::TimeFormat;
+use super::types::TimeFormat;
 
 /// Field metadata that selects weir's timestamp decoder (its value: the format).
 pub const TIME: &str = "weir.time";
