@@ -33,6 +33,14 @@ impl Encoding {
         }
     }
 
+    /// The typed schema's counters, with one.
+    pub fn typed_stats(&self) -> Option<&std::sync::Arc<crate::sinks::schema::TypedStats>> {
+        match self {
+            Encoding::Parquet(settings) => settings.typed_stats(),
+            Encoding::Ndjson(_) => None,
+        }
+    }
+
     /// The objects' file extension.
     pub fn extension(&self) -> &'static str {
         match self {

@@ -131,10 +131,8 @@ impl ObjectStoreSink {
         let state_dir: PathBuf = cx.data_dir.join("sinks").join(name);
         let (journal, recorded) = Journal::open(&state_dir).map_err(SinkError::Permanent)?;
         let encoding = Encoding::of(config);
-        if let super::encode::Encoding::Parquet(settings) = &encoding
-            && let Some(stats) = settings.typed_stats()
-        {
-            crate::sinks::schema::register(name, stats, &cx.telemetry, &cx.detail);
+        if let Some(stats) = encoding.typed_stats() {
+            crate::sinks::schema::register(name, stats, &cx.telemetry);
         }
         let prefix = match &config.location {
             super::config::Location::S3 { prefix, .. }

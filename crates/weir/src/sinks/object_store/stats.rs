@@ -50,8 +50,9 @@ impl ObjectStoreSink {
         let (encoder_bound, _) = self.config.encoder_bytes();
         let url = self.config.url.clone();
         let wal_id = self.naming.wal_id.clone();
+        let typed = self.encoding.typed_stats().cloned();
         move || {
-            json!({
+            let mut details = json!({
                 "url": url,
                 "wal_id": wal_id,
                 "objects": get(&stats.objects),
@@ -66,7 +67,11 @@ impl ObjectStoreSink {
                 "max_uploading_bytes": bound,
                 "encoder_bytes": get(&stats.encoder_bytes),
                 "max_encoder_bytes": encoder_bound,
-            })
+            });
+            if let (Some(typed), Some(map)) = (&typed, details.as_object_mut()) {
+                map.insert("schema".to_owned(), typed.status());
+            }
+            details
         }
     }
 

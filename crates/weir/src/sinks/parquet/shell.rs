@@ -75,7 +75,11 @@ impl OpenSink for ParquetConfig {
         let mut state = lock(&sink.state);
         state.pinning = Some((self.rotate, cx.wal.clone()));
         if let Some(stats) = state.writer.typed_stats() {
-            crate::sinks::schema::register(name, stats, &cx.telemetry, &cx.detail);
+            crate::sinks::schema::register(name, stats, &cx.telemetry);
+            let shown = Arc::clone(stats);
+            let _ = cx.detail.set(crate::pipeline::Detail(Arc::new(
+                move || serde_json::json!({ "schema": shown.status() }),
+            )));
         }
         drop(state);
         Ok(sink)

@@ -1,24 +1,15 @@
-//! A typed sink's counts in `/status` (`sinks.NAME.schema`) and `/metrics`
-//! (`weir_sink_schema_records_total{sink, outcome}`).
+//! A typed sink's counts in `/metrics` (`weir_sink_schema_records_total{sink,
+//! outcome}`); its `/status` details show them under `schema`
+//! ([`TypedStats::status`]).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
 
 use super::TypedStats;
-use crate::pipeline::Detail;
 use crate::telemetry::Telemetry;
 
-/// Shows `stats` for sink `name`.
-pub fn register(
-    name: &str,
-    stats: &Arc<TypedStats>,
-    telemetry: &Telemetry,
-    detail: &OnceLock<Detail>,
-) {
-    let shown = Arc::clone(stats);
-    let _ = detail.set(Detail(Arc::new(
-        move || serde_json::json!({ "schema": shown.status() }),
-    )));
+/// Registers `stats`' metrics for sink `name`.
+pub fn register(name: &str, stats: &Arc<TypedStats>, telemetry: &Telemetry) {
     type Field = fn(&TypedStats) -> &std::sync::atomic::AtomicU64;
     let outcomes: [(&str, Field); 3] = [
         ("rejected", |s| &s.rejected),
