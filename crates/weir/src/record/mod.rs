@@ -12,7 +12,7 @@ mod wire;
 
 use std::sync::Arc;
 
-pub use self::ndjson::EncodeError;
+pub use self::ndjson::{EncodeError, Line};
 pub use self::wire::{
     DecodeError, RecordRef, WIRE_VERSION, encode_parts, encoded_len, peek_source,
 };

@@ -25,9 +25,108 @@ pub enum EncodeError {
     /// The payload does not fit the sink's declared schema: the column and why.
     #[error("does not fit the sink's schema: {0}")]
     Schema(String),
+    /// `fields` projects a JSON object's fields, and the payload is not one.
+    #[error("the payload is not a JSON object, so `fields` cannot project it ({0})")]
+    NotObject(String),
+}
+
+/// What a JSON sink writes for each record.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Line {
+    /// The envelope `{"source","key","ts","payload","attributes"}` (the default).
+    #[default]
+    Envelope,
+    /// The payload alone (its JSON on one line, or a JSON string of its text).
+    Payload,
+    /// An object of the payload's fields: each name with the value at its JSON pointer
+    /// (null when absent), in this order.
+    Fields(Vec<(String, String)>),
+}
+
+impl Line {
+    /// Appends the line of the record with these parts, newline included; on error
+    /// `out` is left as it was.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError::NotText`] (the envelope or the payload) if the payload is neither
+    /// JSON nor UTF-8; [`EncodeError::NotObject`] (fields) if it is not a JSON object.
+    pub fn write<'a>(
+        &self,
+        out: &mut Vec<u8>,
+        source: &str,
+        key: &str,
+        timestamp_ms: i64,
+        attributes: impl Iterator<Item = (&'a str, &'a str)>,
+        payload: &[u8],
+    ) -> Result<(), EncodeError> {
+        match self {
+            Line::Envelope => write_line(out, source, key, timestamp_ms, attributes, payload),
+            Line::Payload => {
+                write_payload(out, payload)?;
+                out.push(b'\n');
+                Ok(())
+            }
+            Line::Fields(fields) => {
+                project(out, fields, payload)?;
+                out.push(b'\n');
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Writes the object of `fields` taken from `payload`.
+fn project(
+    out: &mut Vec<u8>,
+    fields: &[(String, String)],
+    payload: &[u8],
+) -> Result<(), EncodeError> {
+    let value: serde_json::Value = serde_json::from_slice(payload)
+        .map_err(|e| EncodeError::NotObject(format!("not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(EncodeError::NotObject("another JSON value".into()));
+    }
+    out.push(b'{');
+    for (i, (name, pointer)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_str(out, name);
+        out.push(b':');
+        match value.pointer(pointer) {
+            // Serializing a Value into a Vec cannot fail.
+            Some(v) => {
+                let _ = serde_json::to_writer(&mut *out, v);
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 impl Record {
+    /// Appends the record's `line`, newline included, to `out`. On error `out` is left
+    /// as it was.
+    ///
+    /// # Errors
+    ///
+    /// As [`Line::write`].
+    pub fn write_line(&self, line: &Line, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        line.write(
+            out,
+            &self.source,
+            &self.key,
+            self.timestamp_ms,
+            self.attributes
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+            &self.payload,
+        )
+    }
+
     /// Appends the record's NDJSON line, newline included, to `out`. On error `out` is
     /// left as it was.
     ///
@@ -49,6 +148,22 @@ impl Record {
 }
 
 impl RecordRef<'_> {
+    /// [`Record::write_line`] of the record read in place (the same line).
+    ///
+    /// # Errors
+    ///
+    /// As [`Line::write`].
+    pub fn write_line(&self, line: &Line, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        line.write(
+            out,
+            self.source,
+            self.key,
+            self.timestamp_ms,
+            self.attributes(),
+            self.payload,
+        )
+    }
+
     /// [`Record::write_ndjson`] of the record read in place (the same line).
     ///
     /// # Errors
@@ -181,6 +296,63 @@ mod tests {
         let mut out = Vec::new();
         r.write_ndjson(&mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn lines_as_envelope_payload_or_fields() {
+        let r = Record {
+            source: "gen".into(),
+            key: "k".into(),
+            timestamp_ms: 5,
+            payload: bytes::Bytes::from_static(
+                b"{\n \"device\": \"d1\", \"temp\": 21.5, \"loc\": {\"lat\": 48.1}\n}",
+            ),
+            attributes: vec![],
+        };
+        let line = |l: &Line| {
+            let mut out = Vec::new();
+            r.write_line(l, &mut out)
+                .map(|()| String::from_utf8(out).unwrap())
+        };
+        assert!(
+            line(&Line::Envelope)
+                .unwrap()
+                .starts_with("{\"source\":\"gen\"")
+        );
+        assert_eq!(
+            line(&Line::Payload).unwrap(),
+            "{\"device\":\"d1\",\"temp\":21.5,\"loc\":{\"lat\":48.1}}\n"
+        );
+        let fields = Line::Fields(vec![
+            ("device".into(), "/device".into()),
+            ("lat".into(), "/loc/lat".into()),
+            ("missing".into(), "/nope".into()),
+        ]);
+        assert_eq!(
+            line(&fields).unwrap(),
+            "{\"device\":\"d1\",\"lat\":48.1,\"missing\":null}\n"
+        );
+        let text = Record {
+            payload: bytes::Bytes::from_static(b"plain text"),
+            ..r.clone()
+        };
+        let mut out = Vec::new();
+        assert!(matches!(
+            text.write_line(&fields, &mut out),
+            Err(EncodeError::NotObject(_))
+        ));
+        assert!(out.is_empty());
+        let wire = {
+            let mut w = Vec::new();
+            r.encode_into(&mut w);
+            w
+        };
+        let mut from_ref = Vec::new();
+        RecordRef::parse(&wire)
+            .unwrap()
+            .write_line(&fields, &mut from_ref)
+            .unwrap();
+        assert_eq!(String::from_utf8(from_ref).unwrap(), line(&fields).unwrap());
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod component;
 mod config;
 pub mod file;
 pub mod http;
+pub mod lines;
 pub mod nats;
 pub mod object_store;
 pub mod parquet;

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::keys::Section;
+use crate::record::Line;
 use crate::sinks::SinkKeys;
+use crate::sinks::lines::parse_line;
 use crate::sinks::rotate::{Rotate, parse_rotate};
 
 /// `type = "file"`: NDJSON, one JSON object per record.
@@ -15,6 +17,8 @@ pub struct FileSinkConfig {
     pub path: PathBuf,
     /// `rotate`: when a file is closed and the next one started.
     pub rotate: Rotate,
+    /// `encoding` and `fields`: what each line is.
+    pub line: Line,
 }
 
 impl SinkKeys for FileSinkConfig {
@@ -28,9 +32,11 @@ impl SinkKeys for FileSinkConfig {
             .example("./weir-out/ndjson")
             .req("the output directory");
         let rotate = parse_rotate(s, None, false);
+        let line = parse_line(s, true, "");
         Some(Self {
             path: path?,
             rotate,
+            line,
         })
     }
 

@@ -24,6 +24,8 @@ struct State {
     started_ms: i64,
     seq: u64,
     open: Option<OpenFile>,
+    /// What each line is.
+    line: crate::record::Line,
     /// Encoding buffer, reused.
     buf: Vec<u8>,
     /// A write failed mid-file: start a new file before writing again.
@@ -109,6 +111,7 @@ impl FileSink {
                 started_ms: crate::record::now_ms(),
                 seq: 0,
                 open: None,
+                line: config.line.clone(),
                 buf: Vec::new(),
                 broken: false,
                 fault: Fault::default(),
@@ -208,7 +211,7 @@ impl State {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         for record in records {
-            if let Err(reason) = record.write_ndjson(&mut buf) {
+            if let Err(reason) = record.write_line(&self.line, &mut buf) {
                 rejected.push(Unencodable {
                     record: record.clone(),
                     reason,
@@ -375,6 +378,7 @@ mod tests {
     fn config(dir: &Path, bytes: u64) -> FileSinkConfig {
         FileSinkConfig {
             path: dir.join("out"),
+            line: crate::record::Line::Envelope,
             rotate: crate::sinks::rotate::Rotate {
                 bytes: crate::keys::ByteSize::new(bytes).unwrap(),
                 age: None,

@@ -15,6 +15,7 @@ use crate::record::Record;
 fn config(dir: &Path) -> FileSinkConfig {
     FileSinkConfig {
         path: dir.join("out"),
+        line: crate::record::Line::Envelope,
         rotate: crate::sinks::rotate::Rotate {
             bytes: crate::keys::ByteSize::new(1 << 20).unwrap(),
             age: None,

@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 use super::config::{BodyCompression, Encoding};
 use crate::pipeline::{SinkBatch, WireRecord};
-use crate::record::{EncodeError, RecordRef};
+use crate::record::{EncodeError, Line, RecordRef};
 
 /// Bytes an envelope adds to a record's payload, key, source and attributes
 /// (`{"source":"","key":"","ts":,"payload":,"attributes":{}}` and the newline: 56, plus
@@ -94,9 +94,11 @@ impl Gather {
     pub fn encode(
         &self,
         encoding: Encoding,
+        line: &Line,
         mut refused: impl FnMut(&WireRecord, String),
     ) -> Parts {
         let mut builder = PartsBuilder::with_capacity(encoding, self.records, self.bytes);
+        builder.line = line.clone();
         let mut skipped = Vec::new();
         let records = self
             .segments
@@ -226,6 +228,8 @@ impl Parts {
 #[derive(Debug)]
 pub struct PartsBuilder {
     encoding: Encoding,
+    /// What an envelope line is (`fields`: the projected object).
+    line: Line,
     raw: Vec<u8>,
     ends: Vec<usize>,
 }
@@ -235,6 +239,7 @@ impl PartsBuilder {
     pub fn with_capacity(encoding: Encoding, records: usize, bytes: u64) -> Self {
         PartsBuilder {
             encoding,
+            line: Line::Envelope,
             raw: Vec::with_capacity(usize::try_from(bytes).unwrap_or(0)),
             ends: Vec::with_capacity(records),
         }
@@ -253,7 +258,9 @@ impl PartsBuilder {
                 self.raw.extend_from_slice(record.payload);
                 self.raw.push(b'\n');
             }
-            Encoding::Ndjson | Encoding::JsonArray => record.write_ndjson(&mut self.raw)?,
+            Encoding::Ndjson | Encoding::JsonArray => {
+                record.write_line(&self.line, &mut self.raw)?
+            }
         }
         self.ends.push(self.raw.len() - 1);
         Ok((self.raw.len() - start) as u64)
@@ -391,6 +398,22 @@ mod tests {
     }
 
     #[test]
+    fn fields_send_projected_objects_in_lines_and_arrays() {
+        let mut builder = PartsBuilder::with_capacity(Encoding::JsonArray, 0, 0);
+        builder.line = Line::Fields(vec![("t".into(), "/a".into())]);
+        builder
+            .push(&record(b"{\"a\":1,\"b\":2}").view().unwrap())
+            .unwrap();
+        assert!(builder.push(&record(b"\"text\"").view().unwrap()).is_err());
+        builder.push(&record(b"{\"b\":2}").view().unwrap()).unwrap();
+        let array = builder
+            .take()
+            .body(0, 2, Encoding::JsonArray, BodyCompression::None)
+            .unwrap();
+        assert_eq!(&array[..], br#"[{"t":1},{"t":null}]"#);
+    }
+
+    #[test]
     fn a_record_without_an_envelope_is_refused_and_adds_nothing() {
         let mut builder = PartsBuilder::with_capacity(Encoding::Ndjson, 0, 0);
         builder.push(&record(b"{\"a\":1}").view().unwrap()).unwrap();
@@ -426,7 +449,7 @@ mod tests {
             2,
             "contiguous records share a segment"
         );
-        let parts = gather.encode(Encoding::Ndjson, |_, e| panic!("{e}"));
+        let parts = gather.encode(Encoding::Ndjson, &Line::Envelope, |_, e| panic!("{e}"));
         let body = parts
             .body(0, 3, Encoding::Ndjson, BodyCompression::None)
             .unwrap();
@@ -470,7 +493,9 @@ mod tests {
             gather.push(&batch, i, 1);
         }
         let mut refused = Vec::new();
-        let parts = gather.encode(Encoding::Ndjson, |r, _| refused.push(r.payload()));
+        let parts = gather.encode(Encoding::Ndjson, &Line::Envelope, |r, _| {
+            refused.push(r.payload())
+        });
         assert_eq!(refused, [&b"\xff"[..], b"\xfe", b"\xfd"]);
         assert_eq!(parts.len(), 3);
         let payloads: Vec<Bytes> = (0..3)

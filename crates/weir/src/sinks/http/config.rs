@@ -79,6 +79,9 @@ pub struct HttpSinkConfig {
     pub headers: Vec<Header>,
     /// `encoding`: what a body holds.
     pub encoding: Encoding,
+    /// `fields`: each record as an object of these payload fields instead of its
+    /// envelope (with `encoding = "ndjson"` or `"json_array"`).
+    pub fields: Option<Vec<(String, String)>>,
     /// `compression`: how a body is compressed.
     pub compression: BodyCompression,
     /// `batch_records`: records per request, at most.
@@ -245,6 +248,13 @@ impl HttpSinkConfig {
                 "What a body holds: envelopes one per line, a JSON array of envelopes, or each record's payload as received, one per line.",
             )
             .or(Encoding::Ndjson);
+        let fields = crate::sinks::lines::parse_fields(s, true, "");
+        if fields.is_some() && encoding == Encoding::Payload {
+            s.error(
+                "fields",
+                "writes each record as an object of payload fields, not its payload: use encoding = \"ndjson\" or \"json_array\" with it",
+            );
+        }
         let compression = s
             .key(
                 "compression",
@@ -291,6 +301,7 @@ impl HttpSinkConfig {
             method,
             headers,
             encoding,
+            fields,
             compression,
             batch_records,
             batch_bytes,

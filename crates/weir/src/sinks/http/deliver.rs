@@ -34,6 +34,8 @@ pub(super) struct Shared {
     pub(super) method: hyper::Method,
     pub(super) headers: Vec<(HeaderName, hyper::header::HeaderValue)>,
     pub(super) config: HttpSinkConfig,
+    /// What an envelope line is: the envelope, or the object of the `fields`.
+    pub(super) line: crate::record::Line,
     pub(super) retry_initial: Duration,
     pub(super) retry_max: Duration,
     pub(super) limiter: ConcurrencyLimiter,
@@ -70,7 +72,7 @@ pub(super) async fn deliver(shared: Arc<Shared>, batch: Arc<Batch>) -> Result<Op
     let mut dead = Vec::new();
     let parts = batch
         .records
-        .encode(shared.config.encoding, |record, reason| {
+        .encode(shared.config.encoding, &shared.line, |record, reason| {
             shared.unencodable.fetch_add(1, Ordering::Relaxed);
             dead.push(Rejected {
                 reason,

@@ -140,6 +140,10 @@ impl OpenSink for HttpSinkConfig {
         })));
         let (permanent, permanent_rx) = watch::channel(None);
         let shared = Arc::new(Shared {
+            line: match &self.fields {
+                Some(fields) => crate::record::Line::Fields(fields.clone()),
+                None => crate::record::Line::Envelope,
+            },
             name: name.to_owned(),
             client,
             unencodable: Arc::clone(&cx.unencodable),

@@ -36,6 +36,8 @@ pub struct NatsSinkConfig {
     pub nkey_seed_env: Option<String>,
     /// `ca_file`: the CA certificate(s) that `tls://` trusts.
     pub ca_file: Option<PathBuf>,
+    /// `fields`: publish an object of these payload fields instead of the payload.
+    pub fields: Option<Vec<(String, String)>>,
 }
 
 impl SinkKeys for NatsSinkConfig {
@@ -78,7 +80,9 @@ impl SinkKeys for NatsSinkConfig {
             .key("ack_timeout", "How long a PubAck may take.")
             .or(Duration::secs(5));
         let ca_file = nats_ca_file(s);
+        let fields = crate::sinks::lines::parse_fields(s, true, "");
         Some(Self {
+            fields,
             stream,
             max_inflight,
             ack_timeout,

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::config::NatsSinkConfig;
 use super::core::{SubjectTemplate, header_name, header_value, msg_id};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::record::EncodeError;
 use crate::record::Record;
 use crate::sinks::{OpenSink, SinkContext};
 
@@ -181,11 +182,27 @@ impl NatsSink {
         }
     }
 
+    /// What is published for `record`: its payload, or the object of its `fields`.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError::NotObject`] when `fields` cannot project the payload.
+    fn body(&self, record: &Record) -> Result<bytes::Bytes, EncodeError> {
+        let Some(fields) = &self.config.fields else {
+            return Ok(record.payload.clone());
+        };
+        let mut out = Vec::with_capacity(record.payload.len());
+        record.write_line(&crate::record::Line::Fields(fields.clone()), &mut out)?;
+        out.pop(); // the newline
+        Ok(bytes::Bytes::from(out))
+    }
+
     /// Sends one record; returns the future of its PubAck.
     async fn send(
         &mut self,
         js: &Context,
         record: &Record,
+        body: bytes::Bytes,
         offset: u64,
     ) -> Result<PublishAckFuture, SinkError> {
         self.template
@@ -205,7 +222,7 @@ impl NatsSink {
             }
             headers.insert(name.as_str(), header_value(v).as_str());
         }
-        js.publish_with_headers(self.subject.clone(), headers, record.payload.clone())
+        js.publish_with_headers(self.subject.clone(), headers, body)
             .await
             .map_err(|e| {
                 self.js = None;
@@ -242,8 +259,11 @@ impl NatsSink {
                     attempt += 1;
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
+                    let record = &batch.records[index];
+                    // It was projected before it was first sent: it is again.
+                    let body = self.body(record).unwrap_or_else(|_| record.payload.clone());
                     ack = self
-                        .send(js, &batch.records[index], batch.positions[index].offset)
+                        .send(js, record, body, batch.positions[index].offset)
                         .await?;
                 }
             }
@@ -262,7 +282,7 @@ impl Sink for NatsSink {
     async fn write(
         &mut self,
         batch: &Arc<SinkBatch>,
-        _rejects: &mut Vec<Unencodable>,
+        rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
         let js = self.context().await?;
         let max = self.config.max_inflight.get() as usize;
@@ -274,7 +294,19 @@ impl Sink for NatsSink {
                 {
                     self.settle(&js, batch, j, ack).await?;
                 }
-                let ack = self.send(&js, record, batch.positions[i].offset).await?;
+                let body = match self.body(record) {
+                    Ok(body) => body,
+                    Err(reason) => {
+                        rejects.push(Unencodable {
+                            record: record.clone(),
+                            reason,
+                        });
+                        continue;
+                    }
+                };
+                let ack = self
+                    .send(&js, record, body, batch.positions[i].offset)
+                    .await?;
                 in_flight.push_back((i, ack));
                 self.stats
                     .in_flight
@@ -293,7 +325,7 @@ impl Sink for NatsSink {
         result?;
         Ok(Written {
             durable_through: Some(batch.next_offset),
-            unencodable: 0,
+            unencodable: rejects.len() as u64,
             buffered_bytes: 0,
         })
     }

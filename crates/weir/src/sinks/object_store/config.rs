@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use crate::keys::units::string_enum;
 use crate::keys::{Bounds, ByteSize, Duration, Section, times};
+use crate::record::Line;
 use crate::sinks::SinkKeys;
+use crate::sinks::lines::parse_line;
 use crate::sinks::parquet::{Compression, ParquetEncoding, parse_row_groups};
 use crate::sinks::rotate::{DEFAULT_ROTATE_AGE, Rotate, parse_rotate};
 use crate::sinks::schema::SchemaConfig;
@@ -163,6 +165,8 @@ pub struct ObjectStoreConfig {
     pub parquet: Option<ParquetEncoding>,
     /// Typed columns, when `format = "parquet"` and a `schema` is given.
     pub schema: Option<SchemaConfig>,
+    /// What each line is, when `format = "ndjson"`.
+    pub line: Line,
 }
 
 /// S3's and GCS's smallest part (all but the last part of a multipart upload).
@@ -206,6 +210,7 @@ impl SinkKeys for ObjectStoreConfig {
         let parquet = format == Format::Parquet;
         let (row_group_rows, row_group_bytes) = parse_row_groups(s, parquet);
         let schema = SchemaConfig::parse(s, parquet, "only applies to format = \"parquet\"");
+        let line = parse_line(s, !parquet, "only applies to format = \"ndjson\"");
         // One key whose values depend on `format`: Parquet compresses its columns,
         // NDJSON the whole object.
         let compression = s
@@ -312,6 +317,7 @@ impl SinkKeys for ObjectStoreConfig {
             rotate: parse_rotate(s, Some(DEFAULT_ROTATE_AGE), true),
             parquet,
             schema,
+            line,
             url: url?,
             location: location?,
         })

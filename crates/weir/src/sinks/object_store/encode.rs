@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::config::{NdjsonCompression, ObjectStoreConfig};
 use crate::pipeline::Unencodable;
+use crate::record::Line;
 use crate::record::Record;
 use crate::sinks::parquet::{EncoderSettings, FooterMetadata, ParquetEncoder};
 
@@ -17,8 +18,8 @@ use crate::sinks::parquet::{EncoderSettings, FooterMetadata, ParquetEncoder};
 pub enum Encoding {
     /// Parquet with these settings.
     Parquet(Box<EncoderSettings>),
-    /// NDJSON, compressed or not.
-    Ndjson(NdjsonCompression),
+    /// NDJSON lines (envelopes, payloads or projected fields), compressed or not.
+    Ndjson(NdjsonCompression, Line),
 }
 
 impl Encoding {
@@ -29,7 +30,7 @@ impl Encoding {
                 encoding,
                 config.schema.as_ref(),
             ))),
-            None => Encoding::Ndjson(config.ndjson_compression),
+            None => Encoding::Ndjson(config.ndjson_compression, config.line.clone()),
         }
     }
 
@@ -37,7 +38,7 @@ impl Encoding {
     pub fn typed_stats(&self) -> Option<&std::sync::Arc<crate::sinks::schema::TypedStats>> {
         match self {
             Encoding::Parquet(settings) => settings.typed_stats(),
-            Encoding::Ndjson(_) => None,
+            Encoding::Ndjson(..) => None,
         }
     }
 
@@ -45,9 +46,9 @@ impl Encoding {
     pub fn extension(&self) -> &'static str {
         match self {
             Encoding::Parquet(_) => "parquet",
-            Encoding::Ndjson(NdjsonCompression::None) => "ndjson",
-            Encoding::Ndjson(NdjsonCompression::Gzip) => "ndjson.gz",
-            Encoding::Ndjson(NdjsonCompression::Zstd) => "ndjson.zst",
+            Encoding::Ndjson(NdjsonCompression::None, _) => "ndjson",
+            Encoding::Ndjson(NdjsonCompression::Gzip, _) => "ndjson.gz",
+            Encoding::Ndjson(NdjsonCompression::Zstd, _) => "ndjson.zst",
         }
     }
 }
@@ -152,6 +153,8 @@ pub struct ObjectEncoder {
     inner: Inner,
     /// A line being built (NDJSON).
     line: Vec<u8>,
+    /// What each NDJSON line is.
+    how: Line,
 }
 
 impl std::fmt::Debug for ObjectEncoder {
@@ -177,17 +180,21 @@ impl ObjectEncoder {
             Encoding::Parquet(settings) => {
                 Inner::Parquet(Box::new(ParquetEncoder::new(out, settings).map_err(text)?))
             }
-            Encoding::Ndjson(NdjsonCompression::None) => Inner::Ndjson(Ndjson::Plain(out)),
-            Encoding::Ndjson(NdjsonCompression::Gzip) => Inner::Ndjson(Ndjson::Gzip(
+            Encoding::Ndjson(NdjsonCompression::None, _) => Inner::Ndjson(Ndjson::Plain(out)),
+            Encoding::Ndjson(NdjsonCompression::Gzip, _) => Inner::Ndjson(Ndjson::Gzip(
                 flate2::write::GzEncoder::new(out, flate2::Compression::default()),
             )),
-            Encoding::Ndjson(NdjsonCompression::Zstd) => Inner::Ndjson(Ndjson::Zstd(
+            Encoding::Ndjson(NdjsonCompression::Zstd, _) => Inner::Ndjson(Ndjson::Zstd(
                 zstd::stream::write::Encoder::new(out, 3).map_err(text)?,
             )),
         };
         Ok(Self {
             inner,
             line: Vec::new(),
+            how: match encoding {
+                Encoding::Ndjson(_, how) => how.clone(),
+                Encoding::Parquet(_) => Line::Envelope,
+            },
         })
     }
 
@@ -221,7 +228,7 @@ impl ObjectEncoder {
         }
         for record in records {
             self.line.clear();
-            if let Err(reason) = record.write_ndjson(&mut self.line) {
+            if let Err(reason) = record.write_line(&self.how, &mut self.line) {
                 rejects.push(Unencodable {
                     record: record.clone(),
                     reason,
@@ -351,7 +358,10 @@ mod tests {
     #[test]
     fn ndjson_parts_are_exact_allocations() {
         let part_size = 256 * 1024;
-        let (parts, max_held) = encode(&Encoding::Ndjson(NdjsonCompression::None), part_size);
+        let (parts, max_held) = encode(
+            &Encoding::Ndjson(NdjsonCompression::None, Line::Envelope),
+            part_size,
+        );
         assert!(parts.len() > 4, "{} parts", parts.len());
         let total: usize = parts.iter().map(Bytes::len).sum();
         assert!(
@@ -381,8 +391,11 @@ mod tests {
 
     #[test]
     fn an_object_ending_on_a_part_boundary_ends_with_that_part() {
-        let mut encoder =
-            ObjectEncoder::new(&Encoding::Ndjson(NdjsonCompression::None), 4).unwrap();
+        let mut encoder = ObjectEncoder::new(
+            &Encoding::Ndjson(NdjsonCompression::None, Line::Envelope),
+            4,
+        )
+        .unwrap();
         encoder.output().write_all(b"abcdefgh").unwrap();
         let (parts, last) = encoder.finish(&footer(), 0, 0).unwrap();
         assert_eq!(parts, vec![Bytes::from_static(b"abcd")]);
