@@ -7,10 +7,11 @@ use std::io::Write;
 use std::sync::Arc;
 
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
+use parquet::basic::{Compression as ParquetCompression, Encoding, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::config::{Compression, ParquetEncoding};
 use super::schema::{BatchBuilder, record_schema, record_weight};
@@ -43,17 +44,28 @@ impl EncoderSettings {
     pub fn new(encoding: &ParquetEncoding, schema: Option<&SchemaConfig>) -> Self {
         let row_group_rows = encoding.row_group_rows.get() as usize;
         let row_group_bytes = encoding.row_group_bytes.bytes();
-        let properties = WriterProperties::builder()
+        let typed = schema.map(|s| Arc::new(Typed::new(s.clone())));
+        let file_schema = match &typed {
+            Some(typed) => typed_schema(typed),
+            None => record_schema(),
+        };
+        let mut builder = WriterProperties::builder()
             .set_compression(compression(encoding.compression))
             .set_max_row_group_row_count(Some(row_group_rows))
             .set_max_row_group_bytes(Some(usize::try_from(row_group_bytes).unwrap_or(usize::MAX)))
-            .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")))
-            .build();
+            .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")));
+        // Times mostly grow from row to row: their differences, bit-packed, take a
+        // fraction of the plain values or a dictionary of them.
+        for path in time_columns(file_schema.fields(), &[]) {
+            builder = builder
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+        }
         Self {
-            properties,
+            properties: builder.build(),
             row_group_rows,
             row_group_bytes,
-            typed: schema.map(|s| Arc::new(Typed::new(s.clone()))),
+            typed,
         }
     }
 
@@ -222,6 +234,21 @@ impl<W: Write + Send> ParquetEncoder<W> {
         }
         self.writer.into_inner()
     }
+}
+
+/// The Parquet paths of the timestamp columns among `fields` (in structs too).
+fn time_columns(fields: &arrow_schema::Fields, prefix: &[String]) -> Vec<ColumnPath> {
+    let mut paths = Vec::new();
+    for f in fields {
+        let mut path = prefix.to_vec();
+        path.push(f.name().clone());
+        match f.data_type() {
+            arrow_schema::DataType::Timestamp(..) => paths.push(ColumnPath::new(path)),
+            arrow_schema::DataType::Struct(children) => paths.extend(time_columns(children, &path)),
+            _ => {}
+        }
+    }
+    paths
 }
 
 fn compression(compression: Compression) -> ParquetCompression {
