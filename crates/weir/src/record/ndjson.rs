@@ -134,16 +134,7 @@ impl Record {
     ///
     /// [`EncodeError::NotText`] if the payload is neither JSON nor UTF-8.
     pub fn write_ndjson(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        write_line(
-            out,
-            &self.source,
-            &self.key,
-            self.timestamp_ms,
-            self.attributes
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_str())),
-            &self.payload,
-        )
+        self.write_line(&Line::Envelope, out)
     }
 }
 
@@ -170,14 +161,7 @@ impl RecordRef<'_> {
     ///
     /// As [`Record::write_ndjson`].
     pub fn write_ndjson(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        write_line(
-            out,
-            self.source,
-            self.key,
-            self.timestamp_ms,
-            self.attributes(),
-            self.payload,
-        )
+        self.write_line(&Line::Envelope, out)
     }
 }
 

@@ -159,6 +159,25 @@ pub fn turn(f: &mut Tracked, ctx: &mut Ctx, now: Instant, now_ms: u64) -> std::i
             return Ok(true);
         }
     }
+    let (consumed, _) = hand_on(f, ctx, n, at, now_ms, false);
+    f.read_at = at + consumed as u64;
+    f.idle_at = (at + n as u64 >= f.size && consumed < n).then_some(f.size);
+    f.report(ctx);
+    f.show(&ctx.shared);
+    Ok(n > 0)
+}
+
+/// Hands on the pieces of the `n` bytes of `f` read at `at` (in `ctx.buf`): its complete
+/// lines, and with `flush` its partial last line too. Returns the bytes consumed and
+/// whether a partial line was taken.
+fn hand_on(
+    f: &mut Tracked,
+    ctx: &mut Ctx,
+    n: usize,
+    at: u64,
+    now_ms: u64,
+    flush: bool,
+) -> (usize, bool) {
     let buf = std::mem::take(&mut ctx.buf);
     let Tracked {
         lines,
@@ -169,7 +188,9 @@ pub fn turn(f: &mut Tracked, ctx: &mut Ctx, now: Instant, now_ms: u64) -> std::i
     } = f;
     let file = file.as_ref().expect("open");
     let max = ctx.settings.max_line_bytes;
-    let consumed = lines.split(&buf[..n], at, |piece| {
+    let mut partial = false;
+    let mut take_piece = |piece: Piece<'_>| {
+        partial |= flush && matches!(piece, Piece::Line { .. });
         take(
             with_head(piece, file, max),
             origin,
@@ -178,13 +199,15 @@ pub fn turn(f: &mut Tracked, ctx: &mut Ctx, now: Instant, now_ms: u64) -> std::i
             &ctx.shared,
             now_ms,
         );
-    });
+    };
+    let consumed = if flush {
+        lines.flush(&buf[..n], at, &mut take_piece);
+        n
+    } else {
+        lines.split(&buf[..n], at, &mut take_piece)
+    };
     ctx.buf = buf;
-    f.read_at = at + consumed as u64;
-    f.idle_at = (at + n as u64 >= f.size && consumed < n).then_some(f.size);
-    f.report(ctx);
-    f.show(&ctx.shared);
-    Ok(n > 0)
+    (consumed, partial)
 }
 
 /// Emits the partial last line (no newline), counted.
@@ -197,29 +220,7 @@ pub fn flush_partial(f: &mut Tracked, ctx: &mut Ctx, now_ms: u64) -> std::io::Re
         .unwrap_or(usize::MAX)
         .min(ctx.buf.len());
     let n = read_full(file, &mut ctx.buf[..want], at)?;
-    let buf = std::mem::take(&mut ctx.buf);
-    let Tracked {
-        lines,
-        multiline,
-        origin,
-        file,
-        ..
-    } = f;
-    let file = file.as_ref().expect("open");
-    let max = ctx.settings.max_line_bytes;
-    let mut emitted = false;
-    lines.flush(&buf[..n], at, |piece| {
-        emitted |= matches!(piece, Piece::Line { .. });
-        take(
-            with_head(piece, file, max),
-            origin,
-            multiline,
-            &mut ctx.builder,
-            &ctx.shared,
-            now_ms,
-        );
-    });
-    ctx.buf = buf;
+    let (_, emitted) = hand_on(f, ctx, n, at, now_ms, true);
     if emitted {
         ctx.shared.count(|c| &c.partial_lines, 1);
     }
