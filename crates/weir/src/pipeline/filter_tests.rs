@@ -156,6 +156,26 @@ fn the_prelude_compiles_and_imports_are_refused() {
         eval("[.[] | select(type == \"number\")] | length == 1", &r),
         Verdict::Pass
     );
+    let csv = wire("k", br#"{"csv":"a,b,c"}"#, &[]);
+    assert_eq!(
+        eval(r#".csv | split(",") | length == 3"#, &csv),
+        Verdict::Pass
+    );
+    // What an expression catches itself is no error.
+    let text = wire("k", b"plain", &[]);
+    assert_eq!(eval("(.temp > 30)? // false", &text), Verdict::Fail);
+    assert_eq!(eval("try (.temp > 30) catch true", &text), Verdict::Pass);
+    assert_eq!(eval(".temp + 1", &csv), Verdict::Pass, "null + 1");
+    assert!(matches!(eval(".csv + 1", &csv), Verdict::Error(_)));
+    for unavailable in [
+        "now > 0",
+        "$ENV.HOME == null",
+        "env",
+        "input",
+        r#"@base64 == "x""#,
+    ] {
+        assert!(Filter::compile(unavailable).is_err(), "{unavailable}");
+    }
     let error = Filter::compile(r#"import "x" as x; true"#).expect_err("no modules");
     assert!(
         error.message.contains("modules cannot be loaded"),
