@@ -4,9 +4,10 @@
 
 mod run_support;
 
+use std::io::Write;
 use std::time::Duration;
 
-use run_support::{Daemon, free_addr, get, ndjson_lines, write_config};
+use run_support::{Daemon, free_addr, get, ndjson_lines};
 
 const LINES: &str = r#"{"device":"d1","temp":35}
 {"device":"d2","temp":40}
@@ -22,21 +23,10 @@ fn sinks_get_only_what_their_filter_passes_and_count_the_rest() {
     let log = tmp.path().join("readings.ndjson");
     std::fs::write(&log, LINES).unwrap();
     let status = free_addr();
-    let config = format!(
+    // The file source `tail` into the file sink `out` (no filter), and four more sinks.
+    let path = run_support::tail::config(tmp.path(), status, &log.display().to_string(), "");
+    let sinks = format!(
         r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-
-[wal]
-max_disk = "64 MiB"
-segment_bytes = "1 MiB"
-on_full = "block"
-
-[sources.tail]
-type = "file"
-path = "{log}"
-
 # The payload's fields; the line that is not JSON and the array are errors, dropped.
 [sinks.hot]
 type = "file"
@@ -64,16 +54,19 @@ type = "blackhole"
 inputs = ["tail"]
 where = '$key == "elsewhere"'
 "#,
-        data = tmp.path().join("data").display(),
-        log = log.display(),
         hot = tmp.path().join("hot").display(),
         kept = tmp.path().join("kept").display(),
     );
-    let path = write_config(tmp.path(), &config);
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    config.write_all(sinks.as_bytes()).unwrap();
+    drop(config);
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);
     let s = daemon.wait_for("every sink to catch up", Duration::from_secs(15), |s| {
         s["sources"]["tail"]["records"] == 6
-            && ["hot", "kept", "named", "none"]
+            && ["out", "hot", "kept", "named", "none"]
                 .iter()
                 .all(|name| s["sinks"][name]["cursor"]["lag_records"] == 0)
     });
@@ -85,12 +78,13 @@ where = '$key == "elsewhere"'
             n["filter_errors"].as_u64().unwrap(),
         )
     };
+    assert_eq!(sink("out"), (6, 0, 0), "{:#}", s["sinks"]["out"]);
     assert_eq!(sink("hot"), (2, 2, 2), "{:#}", s["sinks"]["hot"]);
     assert_eq!(sink("kept"), (5, 1, 2), "{:#}", s["sinks"]["kept"]);
     assert_eq!(sink("named"), (6, 0, 0), "{:#}", s["sinks"]["named"]);
     assert_eq!(sink("none"), (0, 6, 0), "{:#}", s["sinks"]["none"]);
     // Filtered records advance the cursor: nothing is left to read, none is retried.
-    for name in ["hot", "kept", "named", "none"] {
+    for name in ["out", "hot", "kept", "named", "none"] {
         assert_eq!(s["sinks"][name]["cursor"]["committed"], 6, "{name}: {s:#}");
     }
 

@@ -8,11 +8,65 @@ use tokio::sync::watch;
 use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
 
 use super::{COMMIT_INTERVAL, DriverConfig, Outcome, Phase, run};
+use crate::pipeline::filter::{Filter, OnFilterError, SinkFilter};
 use crate::pipeline::sink::{Sink, SinkBatch, SinkError, Unencodable, Written};
 use crate::pipeline::stats::SinkStats;
 use crate::quarantine::Quarantine;
 use crate::record::Record;
 use crate::telemetry::{ComponentKind, Telemetry};
+
+/// A WAL under `dir` with one cursor, `sink`'s.
+fn open_wal(dir: &std::path::Path, sink: &str) -> Wal {
+    let config = WalConfig::builder(dir.join("wal"))
+        .max_disk(64 << 20)
+        .segment_bytes(1 << 20)
+        .on_full(OnFull::Block)
+        .cursor(sink, CursorConfig::default())
+        .build()
+        .unwrap();
+    Wal::open(config).unwrap().0
+}
+
+/// The counters of the sink `name`.
+fn sink_stats(name: &str) -> Arc<SinkStats> {
+    let telemetry = Telemetry::new("test".into());
+    Arc::new(SinkStats::new(
+        telemetry.component(ComponentKind::Sink, name),
+    ))
+}
+
+/// The driver of the sink `name`, reading `gen`'s records `max_records` at a time.
+fn driver_config(name: &str, max_records: usize, filter: Option<SinkFilter>) -> DriverConfig {
+    DriverConfig {
+        name: name.into(),
+        inputs: vec!["gen".into()],
+        limits: ReadLimits {
+            max_records,
+            max_bytes: 1 << 20,
+        },
+        channel_batches: 2,
+        retry_initial: Duration::from_millis(10),
+        retry_max: Duration::from_millis(100),
+        filter,
+    }
+}
+
+/// Runs `config`'s driver over `wal` until it has drained to `until`.
+async fn drain<S: Sink>(
+    dir: &std::path::Path,
+    wal: &Wal,
+    config: DriverConfig,
+    sink: S,
+    stats: &Arc<SinkStats>,
+    until: u64,
+) -> Outcome {
+    let quarantine = Quarantine::new(&dir.join("quarantine"), 1 << 20).unwrap();
+    let (_phase_tx, phase) = watch::channel(Phase::Drain(until));
+    let reader = wal.reader(&config.name).unwrap();
+    run(config, reader, sink, Arc::clone(stats), phase, quarantine)
+        .await
+        .1
+}
 
 /// A sink that takes 5 ms per batch of 10 records (2,000 records/s), stored at once.
 struct SlowSink;
@@ -41,14 +95,7 @@ const PER_BATCH: u64 = 10;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursor_commits_are_spaced_but_keep_up() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path().join("wal"))
-        .max_disk(64 << 20)
-        .segment_bytes(1 << 20)
-        .on_full(OnFull::Block)
-        .cursor("hole", CursorConfig::default())
-        .build()
-        .unwrap();
-    let (wal, _) = Wal::open(config).unwrap();
+    let wal = open_wal(dir.path(), "hole");
     let mut wire = Vec::new();
     for b in 0..BATCHES {
         let mut batch = Batch::new();
@@ -68,26 +115,12 @@ async fn cursor_commits_are_spaced_but_keep_up() {
     }
     let end = BATCHES * PER_BATCH;
 
-    let telemetry = Telemetry::new("test".into());
-    let stats = Arc::new(SinkStats::new(
-        telemetry.component(ComponentKind::Sink, "hole"),
-    ));
+    let stats = sink_stats("hole");
     let sink = SlowSink;
     let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
     let (phase_tx, phase) = watch::channel(Phase::Run);
     let driver = tokio::spawn(run(
-        DriverConfig {
-            name: "hole".into(),
-            inputs: vec!["gen".into()],
-            limits: ReadLimits {
-                max_records: PER_BATCH as usize,
-                max_bytes: 1 << 20,
-            },
-            channel_batches: 2,
-            retry_initial: Duration::from_millis(10),
-            retry_max: Duration::from_millis(100),
-            filter: None,
-        },
+        driver_config("hole", PER_BATCH as usize, None),
         wal.reader("hole").unwrap(),
         sink,
         Arc::clone(&stats),
@@ -153,14 +186,7 @@ impl Sink for WireSink {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sink_taking_the_wal_form_gets_its_inputs_records_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path().join("wal"))
-        .max_disk(64 << 20)
-        .segment_bytes(1 << 20)
-        .on_full(OnFull::Block)
-        .cursor("api", CursorConfig::default())
-        .build()
-        .unwrap();
-    let (wal, _) = Wal::open(config).unwrap();
+    let wal = open_wal(dir.path(), "api");
     let mut batch = Batch::new();
     let mut expected = Vec::new();
     for i in 0..30u64 {
@@ -182,37 +208,20 @@ async fn a_sink_taking_the_wal_form_gets_its_inputs_records_checked() {
     }
     wal.append(batch).await.unwrap();
 
-    let telemetry = Telemetry::new("test".into());
-    let stats = Arc::new(SinkStats::new(
-        telemetry.component(ComponentKind::Sink, "api"),
-    ));
+    let stats = sink_stats("api");
     let got = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = WireSink {
         got: Arc::clone(&got),
     };
-    let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
-    let (phase_tx, phase) = watch::channel(Phase::Drain(30));
-    let (_, outcome) = run(
-        DriverConfig {
-            name: "api".into(),
-            inputs: vec!["gen".into()],
-            limits: ReadLimits {
-                max_records: 7,
-                max_bytes: 1 << 20,
-            },
-            channel_batches: 2,
-            retry_initial: Duration::from_millis(10),
-            retry_max: Duration::from_millis(100),
-            filter: None,
-        },
-        wal.reader("api").unwrap(),
+    let outcome = drain(
+        dir.path(),
+        &wal,
+        driver_config("api", 7, None),
         sink,
-        Arc::clone(&stats),
-        phase,
-        quarantine,
+        &stats,
+        30,
     )
     .await;
-    drop(phase_tx);
     assert_eq!(outcome, Outcome::Finished);
 
     let batches = got.lock().unwrap().clone();
@@ -264,17 +273,10 @@ impl Sink for RecordSink {
 /// passes `.temp > 30`, every 8th is not JSON (a filter error); the rest do not pass.
 async fn filtered_run<S: Sink>(
     sink: S,
-    on_error: crate::pipeline::filter::OnFilterError,
+    on_error: OnFilterError,
 ) -> (Arc<SinkStats>, u64, Vec<u64>) {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path().join("wal"))
-        .max_disk(64 << 20)
-        .segment_bytes(1 << 20)
-        .on_full(OnFull::Block)
-        .cursor("lake", CursorConfig::default())
-        .build()
-        .unwrap();
-    let (wal, _) = Wal::open(config).unwrap();
+    let wal = open_wal(dir.path(), "lake");
     let mut batch = Batch::new();
     let mut passing = Vec::new();
     for i in 0..40u64 {
@@ -299,37 +301,13 @@ async fn filtered_run<S: Sink>(
     }
     wal.append(batch).await.unwrap();
 
-    let telemetry = Telemetry::new("test".into());
-    let stats = Arc::new(SinkStats::new(
-        telemetry.component(ComponentKind::Sink, "lake"),
-    ));
-    let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
-    let (phase_tx, phase) = watch::channel(Phase::Drain(40));
-    let filter = crate::pipeline::filter::SinkFilter {
-        filter: crate::pipeline::filter::Filter::compile(".temp > 30").unwrap(),
+    let stats = sink_stats("lake");
+    let filter = SinkFilter {
+        filter: Filter::compile(".temp > 30").unwrap(),
         on_error,
     };
-    let (_, outcome) = run(
-        DriverConfig {
-            name: "lake".into(),
-            inputs: vec!["gen".into()],
-            limits: ReadLimits {
-                max_records: 7,
-                max_bytes: 1 << 20,
-            },
-            channel_batches: 2,
-            retry_initial: Duration::from_millis(10),
-            retry_max: Duration::from_millis(100),
-            filter: Some(filter),
-        },
-        wal.reader("lake").unwrap(),
-        sink,
-        Arc::clone(&stats),
-        phase,
-        quarantine,
-    )
-    .await;
-    drop(phase_tx);
+    let config = driver_config("lake", 7, Some(filter));
+    let outcome = drain(dir.path(), &wal, config, sink, &stats, 40).await;
     assert_eq!(outcome, Outcome::Finished);
     (stats, wal.stats().cursors[0].committed, passing)
 }
@@ -338,7 +316,6 @@ async fn filtered_run<S: Sink>(
 /// moves past them; records it fails on are counted apart and dropped or kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filtered_records_advance_the_cursor_and_are_counted() {
-    use crate::pipeline::filter::OnFilterError;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     let of_gen = 36u64;
     let not_json = [7u64, 15, 23, 31].len() as u64; // 39 is `other`'s
