@@ -132,6 +132,53 @@ colour = "blue"
 }
 
 #[test]
+fn an_invalid_filter_names_its_key_and_character() {
+    let output = validate_text(
+        r#"
+[runtime]
+data_dir = "d"
+
+[wal]
+max_disk = "1 GiB"
+on_full = "block"
+
+[sources.gen]
+type = "generator"
+rate = 10
+
+[sinks.hot]
+type = "blackhole"
+inputs = ["gen"]
+where = '.device == "d1" and .temp > > 30'
+
+[sinks.cold]
+type = "blackhole"
+inputs = ["gen"]
+where = '$device == "d1"'
+
+[sinks.all]
+type = "blackhole"
+inputs = ["gen"]
+on_filter_error = "keep"
+"#,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            "error: sinks.all.on_filter_error: only applies to a sink with `where`",
+            "error: sinks.cold.where: at character 1 of the expression: undefined variable \
+             $device; a record's variables are $key, $source, $attributes and $ts",
+            "error: sinks.hot.where: at character 29 of the expression: expected term, found \">\"",
+        ],
+        "{err}"
+    );
+    assert!(lines[3].ends_with("invalid, 3 errors"), "{err}");
+}
+
+#[test]
 fn a_missing_file_and_a_syntax_error_fail_cleanly() {
     let missing = validate(Path::new("/nonexistent/weir.toml"));
     assert_eq!(missing.status.code(), Some(1));

@@ -8,7 +8,8 @@
 //!
 //! - The **reader task** owns the WAL [`Reader`]: it reads up to `read_batch_records`
 //!   records and `read_batch_bytes` bytes, skips records of sources not in the sink's
-//!   `inputs` (they still advance the cursor), decodes the rest (or, for a sink that
+//!   `inputs` and those its `where` filter does not pass ([`super::filter`], counted;
+//!   both still advance the cursor), decodes the rest (or, for a sink that
 //!   [takes the WAL form](Sink::takes_wire), checks their lengths and keeps their
 //!   bytes) and sends them on. The channel holds `channel_batches` (2) batches, so it
 //!   holds at most that many times the read size. It also commits the cursor to whatever the writer acknowledged,
@@ -42,10 +43,11 @@ use weir_wal::{ReadBatch, ReadLimits, Reader};
 
 use weir_wal::Wal;
 
+use super::filter::{Applied, SinkFilter};
 use super::sink::{Position, Sink, SinkBatch, Unencodable, WireRecord};
 use super::stats::{SinkStats, add};
 use crate::quarantine::{Quarantine, Rejected};
-use crate::record::{Record, peek_source};
+use crate::record::{Record, RecordRef, peek_source};
 use crate::telemetry::State;
 
 /// The shortest time between two cursor commits while the driver runs. Each commit
@@ -90,6 +92,8 @@ pub struct DriverConfig {
     pub retry_initial: Duration,
     /// Longest retry delay.
     pub retry_max: Duration,
+    /// Its `where` filter, if it has one.
+    pub filter: Option<SinkFilter>,
 }
 
 /// Runs a sink driver until it has drained or been stopped.
@@ -146,6 +150,7 @@ async fn read_loop(
         .iter()
         .map(|s| Arc::from(s.as_str()))
         .collect();
+    let mut filter = config.filter.clone().map(Applied::new);
     let mut tx = Some(tx);
     // When the acknowledged offset is ahead of the saved cursor: when to save it.
     let mut commit_due: Option<Instant> = None;
@@ -187,7 +192,7 @@ async fn read_loop(
             read = read_next(&mut reader, tx.as_ref(), config.limits), if tx.is_some() => {
                 match read {
                     Ok((permit, batch)) => {
-                        let batch = decode(batch, &inputs, &stats, &config.name, wire);
+                        let batch = decode(batch, &inputs, filter.as_mut(), &stats, &config.name, wire);
                         stats.channel.push(batch.bytes);
                         permit.send(Arc::new(batch));
                     }
@@ -237,11 +242,13 @@ async fn commit(reader: &mut Reader, offset: u64, name: &str) {
     }
 }
 
-/// Keeps the records of the sink's inputs, decoded (or checked and kept in their WAL
-/// form for a sink that [takes them so](Sink::takes_wire)); counts the gap.
+/// Keeps the records of the sink's inputs that its filter passes, decoded (or checked
+/// and kept in their WAL form for a sink that [takes them so](Sink::takes_wire)); counts
+/// the gap.
 fn decode(
     batch: ReadBatch,
     inputs: &[Arc<str>],
+    mut filter: Option<&mut Applied>,
     stats: &SinkStats,
     name: &str,
     wire: bool,
@@ -290,6 +297,20 @@ fn decode(
             offset: wal_record.offset,
             time_ms: wal_record.time_ms,
         };
+        if let Some(filter) = filter.as_deref_mut() {
+            // Evaluated on the WAL form, before anything is decoded.
+            let admitted = RecordRef::parse(&wal_record.payload).map(|record| {
+                filter.admits(&wal_record.payload, &record, position.offset, stats, name)
+            });
+            match admitted {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    skip(position.offset, &e);
+                    continue;
+                }
+            }
+        }
         if wire {
             match WireRecord::new(position, wal_record.payload) {
                 Ok(record) => {

@@ -1,4 +1,5 @@
-//! The driver commits the cursor while it runs, but not after every batch.
+//! The driver commits the cursor while it runs, but not after every batch; it hands a
+//! sink only its inputs' records, checked, and those its filter passes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,11 +8,65 @@ use tokio::sync::watch;
 use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, Wal, WalConfig};
 
 use super::{COMMIT_INTERVAL, DriverConfig, Outcome, Phase, run};
+use crate::pipeline::filter::{Filter, OnFilterError, SinkFilter};
 use crate::pipeline::sink::{Sink, SinkBatch, SinkError, Unencodable, Written};
 use crate::pipeline::stats::SinkStats;
 use crate::quarantine::Quarantine;
 use crate::record::Record;
 use crate::telemetry::{ComponentKind, Telemetry};
+
+/// A WAL under `dir` with one cursor, `sink`'s.
+fn open_wal(dir: &std::path::Path, sink: &str) -> Wal {
+    let config = WalConfig::builder(dir.join("wal"))
+        .max_disk(64 << 20)
+        .segment_bytes(1 << 20)
+        .on_full(OnFull::Block)
+        .cursor(sink, CursorConfig::default())
+        .build()
+        .unwrap();
+    Wal::open(config).unwrap().0
+}
+
+/// The counters of the sink `name`.
+fn sink_stats(name: &str) -> Arc<SinkStats> {
+    let telemetry = Telemetry::new("test".into());
+    Arc::new(SinkStats::new(
+        telemetry.component(ComponentKind::Sink, name),
+    ))
+}
+
+/// The driver of the sink `name`, reading `gen`'s records `max_records` at a time.
+fn driver_config(name: &str, max_records: usize, filter: Option<SinkFilter>) -> DriverConfig {
+    DriverConfig {
+        name: name.into(),
+        inputs: vec!["gen".into()],
+        limits: ReadLimits {
+            max_records,
+            max_bytes: 1 << 20,
+        },
+        channel_batches: 2,
+        retry_initial: Duration::from_millis(10),
+        retry_max: Duration::from_millis(100),
+        filter,
+    }
+}
+
+/// Runs `config`'s driver over `wal` until it has drained to `until`.
+async fn drain<S: Sink>(
+    dir: &std::path::Path,
+    wal: &Wal,
+    config: DriverConfig,
+    sink: S,
+    stats: &Arc<SinkStats>,
+    until: u64,
+) -> Outcome {
+    let quarantine = Quarantine::new(&dir.join("quarantine"), 1 << 20).unwrap();
+    let (_phase_tx, phase) = watch::channel(Phase::Drain(until));
+    let reader = wal.reader(&config.name).unwrap();
+    run(config, reader, sink, Arc::clone(stats), phase, quarantine)
+        .await
+        .1
+}
 
 /// A sink that takes 5 ms per batch of 10 records (2,000 records/s), stored at once.
 struct SlowSink;
@@ -40,14 +95,7 @@ const PER_BATCH: u64 = 10;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursor_commits_are_spaced_but_keep_up() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path().join("wal"))
-        .max_disk(64 << 20)
-        .segment_bytes(1 << 20)
-        .on_full(OnFull::Block)
-        .cursor("hole", CursorConfig::default())
-        .build()
-        .unwrap();
-    let (wal, _) = Wal::open(config).unwrap();
+    let wal = open_wal(dir.path(), "hole");
     let mut wire = Vec::new();
     for b in 0..BATCHES {
         let mut batch = Batch::new();
@@ -67,25 +115,12 @@ async fn cursor_commits_are_spaced_but_keep_up() {
     }
     let end = BATCHES * PER_BATCH;
 
-    let telemetry = Telemetry::new("test".into());
-    let stats = Arc::new(SinkStats::new(
-        telemetry.component(ComponentKind::Sink, "hole"),
-    ));
+    let stats = sink_stats("hole");
     let sink = SlowSink;
     let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
     let (phase_tx, phase) = watch::channel(Phase::Run);
     let driver = tokio::spawn(run(
-        DriverConfig {
-            name: "hole".into(),
-            inputs: vec!["gen".into()],
-            limits: ReadLimits {
-                max_records: PER_BATCH as usize,
-                max_bytes: 1 << 20,
-            },
-            channel_batches: 2,
-            retry_initial: Duration::from_millis(10),
-            retry_max: Duration::from_millis(100),
-        },
+        driver_config("hole", PER_BATCH as usize, None),
         wal.reader("hole").unwrap(),
         sink,
         Arc::clone(&stats),
@@ -151,14 +186,7 @@ impl Sink for WireSink {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sink_taking_the_wal_form_gets_its_inputs_records_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WalConfig::builder(dir.path().join("wal"))
-        .max_disk(64 << 20)
-        .segment_bytes(1 << 20)
-        .on_full(OnFull::Block)
-        .cursor("api", CursorConfig::default())
-        .build()
-        .unwrap();
-    let (wal, _) = Wal::open(config).unwrap();
+    let wal = open_wal(dir.path(), "api");
     let mut batch = Batch::new();
     let mut expected = Vec::new();
     for i in 0..30u64 {
@@ -180,36 +208,20 @@ async fn a_sink_taking_the_wal_form_gets_its_inputs_records_checked() {
     }
     wal.append(batch).await.unwrap();
 
-    let telemetry = Telemetry::new("test".into());
-    let stats = Arc::new(SinkStats::new(
-        telemetry.component(ComponentKind::Sink, "api"),
-    ));
+    let stats = sink_stats("api");
     let got = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = WireSink {
         got: Arc::clone(&got),
     };
-    let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).unwrap();
-    let (phase_tx, phase) = watch::channel(Phase::Drain(30));
-    let (_, outcome) = run(
-        DriverConfig {
-            name: "api".into(),
-            inputs: vec!["gen".into()],
-            limits: ReadLimits {
-                max_records: 7,
-                max_bytes: 1 << 20,
-            },
-            channel_batches: 2,
-            retry_initial: Duration::from_millis(10),
-            retry_max: Duration::from_millis(100),
-        },
-        wal.reader("api").unwrap(),
+    let outcome = drain(
+        dir.path(),
+        &wal,
+        driver_config("api", 7, None),
         sink,
-        Arc::clone(&stats),
-        phase,
-        quarantine,
+        &stats,
+        30,
     )
     .await;
-    drop(phase_tx);
     assert_eq!(outcome, Outcome::Finished);
 
     let batches = got.lock().unwrap().clone();
@@ -232,4 +244,120 @@ async fn a_sink_taking_the_wal_form_gets_its_inputs_records_checked() {
     assert_eq!(load(&stats.unencodable), 1, "the record cut short");
     assert_eq!(load(&stats.records), expected.len() as u64);
     assert_eq!(wal.stats().cursors[0].committed, 30);
+}
+
+/// Collects what it is handed, decoded.
+struct RecordSink {
+    got: Arc<std::sync::Mutex<Vec<Record>>>,
+}
+
+impl Sink for RecordSink {
+    async fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        _rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
+        assert_eq!(batch.records.len(), batch.positions.len());
+        self.got
+            .lock()
+            .unwrap()
+            .extend(batch.records.iter().cloned());
+        Ok(Written {
+            durable_through: Some(batch.next_offset),
+            ..Written::default()
+        })
+    }
+}
+
+/// 40 records, 4 of another source: of the 36 of `gen`, `i % 3 == 0` has temp 35 and
+/// passes `.temp > 30`, every 8th is not JSON (a filter error); the rest do not pass.
+async fn filtered_run<S: Sink>(
+    sink: S,
+    on_error: OnFilterError,
+) -> (Arc<SinkStats>, u64, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open_wal(dir.path(), "lake");
+    let mut batch = Batch::new();
+    let mut passing = Vec::new();
+    for i in 0..40u64 {
+        let payload = if i % 8 == 7 {
+            "not json".to_owned()
+        } else {
+            format!(r#"{{"i":{i},"temp":{}}}"#, if i % 3 == 0 { 35 } else { 20 })
+        };
+        let record = Record {
+            source: if i % 10 == 9 { "other" } else { "gen" }.into(),
+            key: format!("key-{i}"),
+            timestamp_ms: 1,
+            payload: bytes::Bytes::from(payload),
+            attributes: Vec::new(),
+        };
+        let mut wire = Vec::new();
+        record.encode_into(&mut wire);
+        batch.push(&wire).unwrap();
+        if i % 10 != 9 && i % 8 != 7 && i % 3 == 0 {
+            passing.push(i);
+        }
+    }
+    wal.append(batch).await.unwrap();
+
+    let stats = sink_stats("lake");
+    let filter = SinkFilter {
+        filter: Filter::compile(".temp > 30").unwrap(),
+        on_error,
+    };
+    let config = driver_config("lake", 7, Some(filter));
+    let outcome = drain(dir.path(), &wal, config, sink, &stats, 40).await;
+    assert_eq!(outcome, Outcome::Finished);
+    (stats, wal.stats().cursors[0].committed, passing)
+}
+
+/// Records the filter does not pass never reach the sink, are counted, and the cursor
+/// moves past them; records it fails on are counted apart and dropped or kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_records_advance_the_cursor_and_are_counted() {
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let of_gen = 36u64;
+    let not_json = [7u64, 15, 23, 31].len() as u64; // 39 is `other`'s
+
+    // Decoded records, errors dropped.
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = RecordSink {
+        got: Arc::clone(&got),
+    };
+    let (stats, committed, passing) = filtered_run(sink, OnFilterError::Drop).await;
+    let keys: Vec<String> = got.lock().unwrap().iter().map(|r| r.key.clone()).collect();
+    let expected: Vec<String> = passing.iter().map(|i| format!("key-{i}")).collect();
+    assert_eq!(keys, expected);
+    assert_eq!(committed, 40, "the cursor moves past every record read");
+    assert_eq!(load(&stats.filter_errors), not_json);
+    assert_eq!(
+        load(&stats.filtered),
+        of_gen - not_json - passing.len() as u64
+    );
+    assert_eq!(load(&stats.records), passing.len() as u64);
+    assert_eq!(load(&stats.unencodable), 0);
+
+    // The WAL form, errors kept: the records it failed on arrive too, in order.
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = WireSink {
+        got: Arc::clone(&got),
+    };
+    let (stats, committed, passing) = filtered_run(sink, OnFilterError::Keep).await;
+    let offsets: Vec<u64> = got
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b.wire.iter().map(|w| w.position.offset).collect::<Vec<_>>())
+        .collect();
+    let mut expected = passing.clone();
+    expected.extend([7, 15, 23, 31]);
+    expected.sort_unstable();
+    assert_eq!(offsets, expected);
+    assert_eq!(committed, 40);
+    assert_eq!(load(&stats.filter_errors), not_json);
+    assert_eq!(
+        load(&stats.filtered),
+        of_gen - not_json - passing.len() as u64
+    );
 }

@@ -6,6 +6,7 @@
 //!   order (for sources that acknowledge in arrival order);
 //! - [`driver`]: a sink's way out of the WAL: its cursor, reads, retries with backoff,
 //!   rewinds, quarantining what it cannot encode, commits;
+//! - [`filter`]: a sink's `where` expression, which the driver evaluates per record;
 //! - [`sink`]: the [`Sink`] trait every sink implements for its driver;
 //! - [`stats`]: the counters sources and sinks keep for `/status` and `/metrics`.
 //!
@@ -13,6 +14,7 @@
 
 pub mod appends;
 pub mod driver;
+pub mod filter;
 pub mod ingest;
 pub mod sink;
 pub mod stats;

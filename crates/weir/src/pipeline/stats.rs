@@ -143,6 +143,11 @@ pub struct SinkStats {
     /// Records the sink could not encode (shared with the sink, whose own tasks may
     /// refuse records: [`SinkContext::unencodable`](crate::sinks::SinkContext)).
     pub unencodable: std::sync::Arc<AtomicU64>,
+    /// Records of its inputs its `where` filter did not pass (the cursor moved past them).
+    pub filtered: AtomicU64,
+    /// Records its `where` filter could not evaluate (dropped or kept by
+    /// `on_filter_error`).
+    pub filter_errors: AtomicU64,
     /// Gaps seen (records deleted before this sink read them).
     pub gaps: AtomicU64,
     /// Records in those gaps.
@@ -166,6 +171,8 @@ impl SinkStats {
             batches: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             unencodable: std::sync::Arc::default(),
+            filtered: AtomicU64::new(0),
+            filter_errors: AtomicU64::new(0),
             gaps: AtomicU64::new(0),
             gap_records: AtomicU64::new(0),
             buffered_bytes: AtomicU64::new(0),

@@ -292,6 +292,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
             channel_batches: sink_config.channel_batches.get() as usize,
             retry_initial: sink_config.retry.initial.get(),
             retry_max: sink_config.retry.max.get(),
+            filter: sink_config.filter.clone(),
         };
         drivers.spawn(driver::drive(
             driver_config,

@@ -6,7 +6,8 @@
 //!
 //! - `sources.NAME`: records, bytes, batches made durable; refused batches, records
 //!   and requests;
-//! - `sinks.NAME`: records and batches stored, retries, unencodable records, gaps seen
+//! - `sinks.NAME`: records and batches stored, retries, unencodable records, records
+//!   filtered out by `where` and its errors (`filtered`, `filter_errors`), gaps seen
 //!   and their records, and the WAL cursor (`committed`, `lag_records`, `lag_bytes`,
 //!   `lag_age_ms`, `released`, `gaps`);
 //! - `wal`: the WAL's figures (segments, disk bytes and budget, durable end, fsync
@@ -110,6 +111,8 @@ impl Registry {
                         "batches": get(&s.batches),
                         "retries": get(&s.retries),
                         "unencodable": get(&s.unencodable),
+                        "filtered": get(&s.filtered),
+                        "filter_errors": get(&s.filter_errors),
                         "gaps": get(&s.gaps),
                         "gap_records": get(&s.gap_records),
                         "buffered_bytes": get(&s.buffered_bytes),
@@ -214,7 +217,7 @@ impl Registry {
             }
         }
         type SinkField = fn(&SinkStats) -> &std::sync::atomic::AtomicU64;
-        let per_sink: [(&str, &str, SinkField); 6] = [
+        let per_sink: [(&str, &str, SinkField); 8] = [
             ("weir_sink_records_total", "Records a sink stored.", |s| {
                 &s.records
             }),
@@ -232,6 +235,16 @@ impl Registry {
                 "weir_sink_unencodable_total",
                 "Records a sink could not encode (quarantined).",
                 |s| &s.unencodable,
+            ),
+            (
+                "weir_sink_filtered_records_total",
+                "Records of a sink's inputs its `where` filter did not pass (skipped).",
+                |s| &s.filtered,
+            ),
+            (
+                "weir_sink_filter_errors_total",
+                "Records a sink's `where` filter could not evaluate (dropped or kept by on_filter_error).",
+                |s| &s.filter_errors,
             ),
             (
                 "weir_wal_gap_total",

@@ -1,5 +1,6 @@
-//! The keys every sink has: `inputs`, retention (`required`, `max_lag`,
-//! `start_from`), the WAL reads and the driver channel, `retry`. The sink type's own keys
+//! The keys every sink has: `inputs`, the filter (`where`, `on_filter_error`),
+//! retention (`required`, `max_lag`, `start_from`), the WAL reads and the driver
+//! channel, `retry`. The sink type's own keys
 //! are in its folder's `config.rs`.
 
 use std::num::NonZeroU32;
@@ -10,6 +11,7 @@ use weir_wal::StartFrom;
 use super::{NOT_BUILT, SinkKind, TYPES};
 use crate::keys::walk::closest;
 use crate::keys::{ByteSize, Duration, Section, read_type};
+use crate::pipeline::filter::{Filter, OnFilterError, SinkFilter};
 
 /// One configured sink: the keys every sink has, and its type's own. The keys are
 /// declared where they are parsed (`weir config reference` lists them).
@@ -17,6 +19,9 @@ use crate::keys::{ByteSize, Duration, Section, read_type};
 pub struct SinkConfig {
     /// `inputs`: the source names this sink reads (not empty, each configured).
     pub inputs: Vec<String>,
+    /// `where` (compiled) and `on_filter_error`: which records of its inputs it gets.
+    #[serde(flatten)]
+    pub filter: Option<SinkFilter>,
     /// `required`: whether WAL retention waits for this sink.
     pub required: bool,
     /// `max_lag`: how far behind a required sink may fall before it is evicted from
@@ -70,6 +75,7 @@ impl SinkConfig {
             "The sink type: its own keys are listed under its name below.",
         );
         let inputs = parse_inputs(&mut s, sources);
+        let filter = parse_filter(&mut s);
         let required = s
             .key(
                 "required",
@@ -123,6 +129,7 @@ impl SinkConfig {
         s.finish();
         Some(Self {
             inputs: inputs?,
+            filter,
             required,
             max_lag,
             start_from,
@@ -197,6 +204,31 @@ fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
         }
     }
     ok.then_some(inputs)
+}
+
+fn parse_filter(s: &mut Section<'_>) -> Option<SinkFilter> {
+    let expression: Option<String> = s
+        .key(
+            "where",
+            "A jq expression: the sink gets only the records of its inputs for which it is true; the others advance its cursor, counted as `filtered` ([filters](filters.md)).",
+        )
+        .example(r#".temp > 30 and $key == "sensors/d1""#)
+        .opt();
+    let given = s.has("where");
+    let on_error = s
+        .key(
+            "on_filter_error",
+            "What a record the `where` expression fails on (a field read from a payload that is not a JSON object, `error(…)`) becomes; counted as `filter_errors` and logged either way.",
+        )
+        .only_if(given, "only applies to a sink with `where`")
+        .or(OnFilterError::Drop);
+    match Filter::compile(&expression?) {
+        Ok(filter) => Some(SinkFilter { filter, on_error }),
+        Err(e) => {
+            s.error("where", e.to_string());
+            None
+        }
+    }
 }
 
 fn parse_max_lag(mut t: Section<'_>) -> Option<MaxLag> {
