@@ -18,6 +18,13 @@
 //! `weir_quarantine_dropped_total{sink,reason="quarantine_full"}`: the quarantine never
 //! grows past its budget, and never blocks the sink waiting for room.
 //!
+//! Nothing it takes or refuses is silent. Each component's quarantined records are
+//! logged at WARN and the ones it drops (over budget, or a write that failed) at
+//! ERROR, each rate-limited by a [`LossLog`]: the first at once with its reason, then a
+//! summary with counts at most every 10 s. A component registered with
+//! [`Quarantine::attach`] is [degraded](Component::set_degraded) while its records are
+//! dropped, with the reason and the fix, until the quarantine takes one again.
+//!
 //! The file I/O is blocking. Async callers use [`Quarantine::put_durable`], which runs
 //! the writes and the fsync on tokio's blocking pool and resolves when they are on
 //! disk; [`Quarantine::put`] and [`Quarantine::sync`] are for blocking threads. Each
@@ -38,7 +45,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::telemetry::{Counter, Telemetry};
+use crate::telemetry::{Component, Counter, LossLog, Severity, Telemetry};
 
 /// Records written to a sink's file between two fsyncs.
 pub const SYNC_EVERY_RECORDS: u32 = 64;
@@ -104,7 +111,8 @@ pub struct QuarantineStats {
 pub struct SinkQuarantineStats {
     /// Records written.
     pub records: u64,
-    /// Records refused because the budget was spent.
+    /// Records dropped: refused because the budget was spent, or not written because
+    /// the file could not be.
     pub dropped: u64,
 }
 
@@ -133,12 +141,59 @@ struct SinkFile {
     unsynced_bytes: u64,
 }
 
-/// One sink's counts and file. The counts are read without the file's lock.
+/// One sink's counts, logs and file. The counts are read without the file's lock.
 struct SinkSlot {
     records: Counter,
+    /// Refused for the budget.
     dropped: Counter,
+    /// Not written: the file system failed.
+    failed: Counter,
+    /// Marked degraded while its records are dropped, when one was attached.
+    component: Option<Component>,
+    quarantined_log: LossLog,
+    dropped_log: LossLog,
     /// Opened on the first entry; locked across a write and its fsync.
     file: Mutex<Option<SinkFile>>,
+}
+
+impl SinkSlot {
+    /// A record was written.
+    fn kept(&self, reason: &str) {
+        self.records.inc();
+        self.quarantined_log.note(1, &reason);
+        if let Some(component) = &self.component {
+            component.clear_degraded();
+        }
+    }
+
+    /// A record was dropped: `error` says why, `degraded` what to do.
+    fn lost(&self, error: &QuarantineError, degraded: &str) {
+        self.lost_many(1, error, degraded);
+    }
+
+    /// The fsync of `records` written records failed: they may not be on disk.
+    fn lost_unsynced(&self, records: u64, error: &QuarantineError) {
+        self.failed.inc_by(records);
+        self.lost_many(records, error, &cannot_keep(error));
+    }
+
+    /// Flushes and fsyncs the file, when it has one; records that may not be on disk
+    /// after a failure are counted and logged as dropped.
+    fn sync(&self) -> Result<(), QuarantineError> {
+        let mut file = lock(&self.file);
+        let Some(file) = &mut *file else {
+            return Ok(());
+        };
+        let unsynced = u64::from(file.unsynced_records);
+        sync_file(file).inspect_err(|error| self.lost_unsynced(unsynced, error))
+    }
+
+    fn lost_many(&self, records: u64, error: &QuarantineError, degraded: &str) {
+        self.dropped_log.note(records, error);
+        if let Some(component) = &self.component {
+            component.set_degraded(degraded);
+        }
+    }
 }
 
 struct Shared {
@@ -147,8 +202,9 @@ struct Shared {
     /// Shared with the telemetry gauge, which holds nothing else of the quarantine.
     used: Arc<AtomicU64>,
     telemetry: OnceLock<Telemetry>,
-    /// One entry per sink that quarantined something: bounded by the configured sinks.
-    /// Locked only to find or add a slot, never across I/O.
+    /// One entry per sink that quarantined something or was attached: bounded by the
+    /// configured sources and sinks. Locked only to find or add a slot, never across
+    /// I/O.
     sinks: Mutex<BTreeMap<String, Arc<SinkSlot>>>,
 }
 
@@ -278,7 +334,14 @@ impl Quarantine {
         let mut file = lock(&slot.file);
         let file = match &mut *file {
             Some(file) => file,
-            empty => empty.insert(self.open(sink)?),
+            empty => match self.open(sink) {
+                Ok(opened) => empty.insert(opened),
+                Err(error) => {
+                    slot.failed.inc();
+                    slot.lost(&error, &cannot_keep(&error));
+                    return Err(error);
+                }
+            },
         };
         let reserved = self
             .shared
@@ -289,25 +352,58 @@ impl Quarantine {
             });
         if let Err(used) = reserved {
             slot.dropped.inc();
-            return Err(QuarantineError::Full {
+            let error = QuarantineError::Full {
                 sink: sink.to_owned(),
                 needed,
                 used,
                 max_disk: self.shared.max_disk,
                 dir: self.shared.dir.clone(),
-            });
+            };
+            slot.lost(&error, &self.full_reason());
+            return Err(error);
         }
         if let Err(e) = file.file.write_all(&line) {
             self.shared.used.fetch_sub(needed, Ordering::AcqRel);
-            return Err(io("append to", &file.path, e));
+            let error = io("append to", &file.path, e);
+            slot.failed.inc();
+            slot.lost(&error, &cannot_keep(&error));
+            return Err(error);
         }
-        slot.records.inc();
+        slot.kept(reason);
         file.unsynced_records += 1;
         file.unsynced_bytes += needed;
         if file.unsynced_records >= SYNC_EVERY_RECORDS || file.unsynced_bytes >= SYNC_EVERY_BYTES {
-            sync_file(file)?;
+            let unsynced = u64::from(file.unsynced_records);
+            sync_file(file).inspect_err(|error| slot.lost_unsynced(unsynced, error))?;
         }
         Ok(())
+    }
+
+    /// Why a component whose records the budget refuses is degraded, and the fix.
+    fn full_reason(&self) -> String {
+        format!(
+            "the quarantine is full ({} of {} bytes): records it cannot keep are dropped; \
+             raise [quarantine] max_disk, or move the files out of {} and restart",
+            self.shared.used.load(Ordering::Acquire),
+            self.shared.max_disk,
+            self.shared.dir.display()
+        )
+    }
+
+    /// Registers `component` as the one whose records go to the quarantine under its
+    /// name: its records are logged as its own (`sink lake: 1 record quarantined …`),
+    /// and it is degraded while they are dropped. Call it before its first
+    /// [`put`](Self::put); a name attached twice keeps the first component.
+    pub fn attach(&self, component: &Component) {
+        self.slot_for(component.name(), Some(component));
+    }
+
+    /// Writes every rate-limited summary still pending (at shutdown).
+    pub fn flush_logs(&self) {
+        for slot in lock(&self.shared.sinks).values() {
+            slot.quarantined_log.flush();
+            slot.dropped_log.flush();
+        }
     }
 
     /// Appends each of `entries` to `sink`'s file and fsyncs it, on tokio's blocking
@@ -363,9 +459,7 @@ impl Quarantine {
         let slots: Vec<_> = lock(&self.shared.sinks).values().cloned().collect();
         let mut first_error = None;
         for slot in slots {
-            if let Some(file) = &mut *lock(&slot.file)
-                && let Err(e) = sync_file(file)
-            {
+            if let Err(e) = slot.sync() {
                 first_error.get_or_insert(e);
             }
         }
@@ -379,13 +473,7 @@ impl Quarantine {
     /// [`QuarantineError::Io`] when the flush or the fsync fails.
     pub fn sync_sink(&self, sink: &str) -> Result<(), QuarantineError> {
         let slot = lock(&self.shared.sinks).get(sink).cloned();
-        match slot {
-            Some(slot) => match &mut *lock(&slot.file) {
-                Some(file) => sync_file(file),
-                None => Ok(()),
-            },
-            None => Ok(()),
-        }
+        slot.map_or(Ok(()), |slot| slot.sync())
     }
 
     /// The budget, the bytes used, and per-sink counts of this run.
@@ -399,7 +487,7 @@ impl Quarantine {
                 .map(|(name, slot)| {
                     let stats = SinkQuarantineStats {
                         records: slot.records.get(),
-                        dropped: slot.dropped.get(),
+                        dropped: slot.dropped.get() + slot.failed.get(),
                     };
                     (name.clone(), stats)
                 })
@@ -409,28 +497,54 @@ impl Quarantine {
 
     /// `sink`'s slot, added on its first entry (its counters registered then).
     fn slot(&self, sink: &str) -> Arc<SinkSlot> {
+        self.slot_for(sink, None)
+    }
+
+    /// `sink`'s slot, added with `component` if it has none yet.
+    fn slot_for(&self, sink: &str, component: Option<&Component>) -> Arc<SinkSlot> {
         let mut sinks = lock(&self.shared.sinks);
         if let Some(slot) = sinks.get(sink) {
             return Arc::clone(slot);
         }
-        let (records, dropped) = match self.shared.telemetry.get() {
-            Some(telemetry) => (
-                telemetry.counter(
-                    "weir_quarantine_records_total",
-                    "Records a sink could not encode, kept in the quarantine.",
-                    &[("sink", sink)],
-                ),
-                telemetry.counter(
-                    "weir_quarantine_dropped_total",
-                    "Records refused by the quarantine, by reason.",
-                    &[("sink", sink), ("reason", "quarantine_full")],
-                ),
-            ),
-            None => (Counter::default(), Counter::default()),
+        let counter = |name: &str, help: &str, reason: Option<&str>| {
+            let mut labels = vec![("sink", sink)];
+            labels.extend(reason.map(|r| ("reason", r)));
+            self.shared.telemetry.get().map_or_else(Counter::default, |telemetry| {
+                telemetry.counter(name, help, &labels)
+            })
         };
+        let records = counter(
+            "weir_quarantine_records_total",
+            "Records a sink could not encode, kept in the quarantine.",
+            None,
+        );
+        let dropped_help = "Records the quarantine dropped, by reason.";
+        let dropped = counter(
+            "weir_quarantine_dropped_total",
+            dropped_help,
+            Some("quarantine_full"),
+        );
+        let failed = counter(
+            "weir_quarantine_dropped_total",
+            dropped_help,
+            Some("write_failed"),
+        );
+        let who = component.map_or_else(
+            || format!("quarantine of {sink}"),
+            |c| format!("{} {}", c.kind().as_str(), c.name()),
+        );
+        let file = self.shared.dir.join(sink).join(FILE_NAME);
         let slot = Arc::new(SinkSlot {
             records,
             dropped,
+            failed,
+            component: component.cloned(),
+            quarantined_log: LossLog::new(
+                who.clone(),
+                format!("quarantined in {}", file.display()),
+                Severity::Warn,
+            ),
+            dropped_log: LossLog::new(who, "dropped, not kept by the quarantine", Severity::Error),
             file: Mutex::new(None),
         });
         sinks.insert(sink.to_owned(), Arc::clone(&slot));
@@ -457,6 +571,11 @@ impl Quarantine {
             unsynced_bytes: 0,
         })
     }
+}
+
+/// Why a component whose records the quarantine cannot write is degraded.
+fn cannot_keep(error: &QuarantineError) -> String {
+    format!("the quarantine cannot keep records: {error}")
 }
 
 fn sync_file(file: &mut SinkFile) -> Result<(), QuarantineError> {

@@ -46,7 +46,7 @@ use weir_wal::Wal;
 use super::filter::{Applied, SinkFilter};
 use super::sink::{Position, Sink, SinkBatch, Unencodable, WireRecord};
 use super::stats::{SinkStats, add};
-use crate::quarantine::{Quarantine, Rejected};
+use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::record::{Record, RecordRef, peek_source};
 use crate::telemetry::State;
 
@@ -483,7 +483,7 @@ fn log_failure(name: &str, e: &super::sink::SinkError, retry_in: Option<Duration
 }
 
 /// Records a sink could not encode: counted, and written to the quarantine with the
-/// reason (the quarantine counts what its budget refuses).
+/// reason (the quarantine counts and logs what it keeps and what it drops).
 async fn to_quarantine(
     name: &str,
     rejects: &mut Vec<Unencodable>,
@@ -503,11 +503,8 @@ async fn to_quarantine(
         .collect();
     let n = entries.len();
     // On the blocking pool: the cursor moves past these only once they are on disk.
-    match quarantine.put_durable(name, entries).await {
-        Ok(()) => tracing::warn!("sink {name}: {n} records could not be encoded; quarantined"),
-        Err(e) => tracing::warn!(
-            "sink {name}: {n} records could not be encoded; quarantining failed: {e}"
-        ),
+    if let Err(QuarantineError::Blocking(e)) = quarantine.put_durable(name, entries).await {
+        tracing::error!("sink {name}: {n} records could not be encoded, and quarantining them did not complete: {e}");
     }
 }
 

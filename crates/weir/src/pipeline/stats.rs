@@ -111,7 +111,7 @@ impl SourceStats {
     /// wait has lasted [`BACKPRESSURE_AFTER_MS`], `running` again after. Called
     /// periodically; leaves `failed` and `stopped` alone.
     pub fn reflect(&self) {
-        let state = self.component.state();
+        let state = self.component.flow_state();
         let waiting = self.waiting_ms() >= BACKPRESSURE_AFTER_MS;
         match state {
             State::Running | State::Starting if waiting => {

@@ -270,7 +270,9 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
     } in sinks
     {
         let sink_config = &config.sinks[&name];
-        let mut stats = SinkStats::new(telemetry.component(ComponentKind::Sink, &name));
+        let component = telemetry.component(ComponentKind::Sink, &name);
+        quarantine.attach(&component);
+        let mut stats = SinkStats::new(component);
         stats.detail = detail;
         stats.unencodable = unencodable;
         let stats = Arc::new(stats);
@@ -323,6 +325,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
         };
         let component = telemetry.component(ComponentKind::Source, name);
         component.set_state(State::Running);
+        quarantine.attach(&component);
         let stats = Arc::new(SourceStats::new(component));
         let ingest = Ingest::new(
             wal.clone(),
@@ -487,6 +490,7 @@ pub async fn drain(config: &Config, running: Running) {
         Err(e) => tracing::warn!("quarantine: final sync did not run: {e}"),
         Ok(Ok(())) => {}
     }
+    quarantine.flush_logs();
     let _ = status_server.await;
     drop(registry);
     wal.close().await;

@@ -31,6 +31,8 @@ impl ComponentKind {
 /// A component's state. `Paused` and `Backpressured` are where the backpressure wave
 /// is: a paused component stopped taking work on purpose (a watermark, withheld
 /// credits), a backpressured one is waiting on a full queue or budget downstream.
+/// `Degraded` is a component that keeps moving records but loses some on the way (its
+/// quarantine is full): see [`Component::set_degraded`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     /// Starting up (recovering the WAL, connecting).
@@ -41,6 +43,8 @@ pub enum State {
     Paused,
     /// Waiting on a full queue or budget downstream.
     Backpressured,
+    /// Moving records but dropping some; the reason says which and what to do.
+    Degraded(String),
     /// Failed; the reason says why and what to do.
     Failed(String),
     /// Stopped (shutdown).
@@ -49,11 +53,12 @@ pub enum State {
 
 impl State {
     /// Every state's name, in the order the `weir_component_state` gauges list them.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "starting",
         "running",
         "paused",
         "backpressured",
+        "degraded",
         "failed",
         "stopped",
     ];
@@ -65,15 +70,16 @@ impl State {
             Self::Running => "running",
             Self::Paused => "paused",
             Self::Backpressured => "backpressured",
+            Self::Degraded(_) => "degraded",
             Self::Failed(_) => "failed",
             Self::Stopped => "stopped",
         }
     }
 
-    /// The failure reason, for `Failed`.
+    /// The reason, for `Degraded` and `Failed`.
     pub fn reason(&self) -> Option<&str> {
         match self {
-            Self::Failed(reason) => Some(reason),
+            Self::Degraded(reason) | Self::Failed(reason) => Some(reason),
             _ => None,
         }
     }
@@ -91,7 +97,11 @@ pub(super) struct Since {
 pub(super) struct ComponentCell {
     pub(super) kind: ComponentKind,
     pub(super) name: String,
+    /// The state its code sets ([`Component::set_state`]).
     pub(super) state: Mutex<Since>,
+    /// Set apart from the state, so that the code that moves records can keep setting
+    /// `running` and `backpressured` while it holds: a [`State::Degraded`] or nothing.
+    pub(super) degraded: Mutex<Option<Since>>,
 }
 
 impl ComponentCell {
@@ -104,15 +114,23 @@ impl ComponentCell {
                 since: SystemTime::now(),
                 since_instant: Instant::now(),
             }),
+            degraded: Mutex::new(None),
         }
     }
 
+    /// The state reported: degraded, when it is, unless the component failed or
+    /// stopped.
     pub(super) fn snapshot(&self) -> Since {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        let state = lock(&self.state).clone();
+        match (&state.state, &*lock(&self.degraded)) {
+            (State::Failed(_) | State::Stopped, _) | (_, None) => state,
+            (_, Some(degraded)) => degraded.clone(),
+        }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A handle on one component's state, from [`Telemetry::component`]. Clones share the
@@ -128,11 +146,7 @@ impl Component {
     /// Sets the state. The time it was entered ("since") changes only when the state
     /// does, so setting `Running` on every batch keeps the time it started running.
     pub fn set_state(&self, state: State) {
-        let mut current = self
-            .cell
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut current = lock(&self.cell.state);
         if current.state != state {
             *current = Since {
                 state,
@@ -142,9 +156,47 @@ impl Component {
         }
     }
 
-    /// The current state.
+    /// The state reported: [`State::Degraded`] while [`set_degraded`](Self::set_degraded)
+    /// holds (unless it failed or stopped), else the one last set.
     pub fn state(&self) -> State {
         self.cell.snapshot().state
+    }
+
+    /// The state last set with [`set_state`](Self::set_state), degraded or not: what
+    /// the code that moves records reasons about.
+    pub fn flow_state(&self) -> State {
+        lock(&self.cell.state).state.clone()
+    }
+
+    /// Marks the component degraded for `reason` (it keeps its flow state, reported
+    /// again once [`clear_degraded`](Self::clear_degraded) is called). The time it
+    /// became degraded is kept while the reason changes.
+    pub fn set_degraded(&self, reason: &str) {
+        let mut degraded = lock(&self.cell.degraded);
+        match &mut *degraded {
+            Some(Since {
+                state: State::Degraded(current),
+                ..
+            }) if current == reason => {}
+            Some(since) => since.state = State::Degraded(reason.to_owned()),
+            None => {
+                *degraded = Some(Since {
+                    state: State::Degraded(reason.to_owned()),
+                    since: SystemTime::now(),
+                    since_instant: Instant::now(),
+                });
+            }
+        }
+    }
+
+    /// Ends [`set_degraded`](Self::set_degraded): the flow state is reported again.
+    pub fn clear_degraded(&self) {
+        lock(&self.cell.degraded).take();
+    }
+
+    /// Whether [`set_degraded`](Self::set_degraded) holds.
+    pub fn is_degraded(&self) -> bool {
+        lock(&self.cell.degraded).is_some()
     }
 
     /// The component's name.

@@ -20,6 +20,7 @@
 mod component;
 mod dashboard;
 pub mod history;
+mod loss_log;
 mod metrics;
 mod registry;
 mod router;
@@ -29,5 +30,6 @@ mod status;
 mod tests;
 
 pub use self::component::{Component, ComponentKind, State};
+pub use self::loss_log::{LossLog, SUMMARY_EVERY, Severity};
 pub use self::registry::{Counter, Gauge, Telemetry};
 pub use self::status::{ComponentStatus, QueueStatus, StatusReport};

@@ -34,14 +34,13 @@
 
 pub mod expression;
 
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
 
 pub use self::expression::{CompileError, EvalError, Filter, Verdict};
 use super::stats::{SinkStats, add};
 use crate::keys::units::string_enum;
 use crate::record::RecordRef;
+use crate::telemetry::{LossLog, Severity};
 
 /// What a record the `where` expression cannot evaluate becomes (`on_filter_error`).
 /// Either way it is counted (`filter_errors`) and logged.
@@ -67,17 +66,16 @@ pub struct SinkFilter {
     pub on_error: OnFilterError,
 }
 
-/// The shortest time between two warnings about filter errors of one sink; the errors
-/// in between are counted, and the next warning says how many.
-pub const WARN_INTERVAL: Duration = Duration::from_secs(10);
-
 /// A sink's filter applied by its driver: the verdict, what an error does, the counts
-/// (`filtered`, `filter_errors`) and the warnings, at most one per [`WARN_INTERVAL`].
+/// (`filtered`, `filter_errors`) and the warnings, rate-limited by a [`LossLog`] (the
+/// first error at once, then a summary at most every [`SUMMARY_EVERY`]).
+///
+/// [`SUMMARY_EVERY`]: crate::telemetry::SUMMARY_EVERY
 #[derive(Debug)]
 pub struct Applied {
     filter: SinkFilter,
-    warned_at: Option<Instant>,
-    unwarned: u64,
+    /// Made on the first error, which names the sink.
+    errors: Option<LossLog>,
 }
 
 impl Applied {
@@ -85,8 +83,7 @@ impl Applied {
     pub fn new(filter: SinkFilter) -> Self {
         Applied {
             filter,
-            warned_at: None,
-            unwarned: 0,
+            errors: None,
         }
     }
 
@@ -115,27 +112,18 @@ impl Applied {
         }
     }
 
-    /// Logs `error` unless a warning was logged less than [`WARN_INTERVAL`] ago (then
-    /// counts it for the next one): the message is formatted only when it is logged.
+    /// Notes `error` in the sink's filter-error log: the message is formatted only
+    /// when it is logged.
     fn warn(&mut self, sink: &str, offset: u64, error: &EvalError, kept: bool) {
-        let now = Instant::now();
-        if self
-            .warned_at
-            .is_some_and(|at| now.duration_since(at) < WARN_INTERVAL)
-        {
-            self.unwarned += 1;
-            return;
-        }
-        let more = match std::mem::take(&mut self.unwarned) {
-            0 => String::new(),
-            n => format!(" ({n} more since the last warning)"),
-        };
-        let what = if kept { "kept" } else { "dropped" };
-        tracing::warn!(
-            "sink {sink}: its `where` filter failed on WAL record {offset}: {error}; {what} \
-             (on_filter_error){more}"
-        );
-        self.warned_at = Some(now);
+        let log = self.errors.get_or_insert_with(|| {
+            let what = if kept {
+                "records kept though its `where` filter failed on them (on_filter_error = keep)"
+            } else {
+                "records dropped: its `where` filter failed on them (on_filter_error = drop)"
+            };
+            LossLog::new(format!("sink {sink}"), what, Severity::Warn)
+        });
+        log.note(1, &format_args!("WAL record {offset}: {error}"));
     }
 }
 

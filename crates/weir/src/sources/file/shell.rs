@@ -19,7 +19,7 @@ use super::tailer::Tailer;
 use crate::pipeline::Detail;
 use crate::pipeline::appends::{Event, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
-use crate::quarantine::Quarantine;
+use crate::quarantine::{Quarantine, QuarantineError};
 use crate::sources::{SourceContext, StartSource};
 use crate::telemetry::State;
 
@@ -130,7 +130,6 @@ async fn run(cx: SourceContext, config: FileSourceConfig, shared: Arc<Shared>) {
     let mut appends = OrderedAppends::new(ingest.clone(), in_flight);
     let mut saver = Saver::new(store, config.forget_after.get(), !stdin);
     let mut input_done = false;
-    let mut warned = Warned::default();
     loop {
         if input_done && appends.is_empty() {
             break; // standard input ended and everything read is durable
@@ -157,7 +156,7 @@ async fn run(cx: SourceContext, config: FileSourceConfig, shared: Arc<Shared>) {
                     biased;
                     // Not queued yet: read again from the saved position next time.
                     () = crate::pipeline::stopped(&mut stop) => break,
-                    r = submit(&name, &quarantine, &mut warned, &mut appends, chunk) => r,
+                    r = submit(&name, &quarantine, &mut appends, chunk) => r,
                 };
                 if let Err(message) = submitted {
                     return fail(&ingest, &name, message);
@@ -241,23 +240,13 @@ fn spawn_reader(
         .map(drop)
 }
 
-/// Lines sent to the quarantine since the last WARN about them.
-#[derive(Default)]
-struct Warned {
-    lines: u64,
-    last: Option<std::time::Instant>,
-}
-
-/// At most one WARN about quarantined lines every this long.
-const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Writes the chunk's refused lines to the quarantine (fsynced), then submits its
-/// batch. A full or failing quarantine is logged and counted there, and the lines
-/// are not retried: the position moves past them.
+/// batch. The quarantine logs (rate-limited) and counts what it keeps and what it
+/// drops, full or failing, and the lines are not retried: the position moves past
+/// them.
 async fn submit(
     name: &str,
     quarantine: &Quarantine,
-    warned: &mut Warned,
     appends: &mut OrderedAppends<Tag>,
     chunk: Chunk,
 ) -> Result<(), String> {
@@ -269,25 +258,10 @@ async fn submit(
         positions,
         released,
     } = chunk;
-    if !rejected.is_empty() {
-        let count = rejected.len();
-        match quarantine.put_durable(name, rejected).await {
-            Ok(()) => {
-                warned.lines += count as u64;
-                if warned.last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-                    tracing::warn!(
-                        source = %name,
-                        "file: {} lines went to the quarantine since the last report (quarantine/{name}/quarantine.ndjson says why)",
-                        warned.lines
-                    );
-                    warned.lines = 0;
-                    warned.last = Some(std::time::Instant::now());
-                }
-            }
-            Err(e) => {
-                tracing::error!(source = %name, "file: {count} lines for the quarantine were not all kept: {e}")
-            }
-        }
+    if !rejected.is_empty()
+        && let Err(QuarantineError::Blocking(e)) = quarantine.put_durable(name, rejected).await
+    {
+        tracing::error!(source = %name, "file: quarantining refused lines did not complete: {e}");
     }
     let batches = if records > 0 { vec![batch] } else { Vec::new() };
     let tag = Tag {

@@ -17,7 +17,7 @@ use super::status::register;
 use crate::pipeline::appends::{Event, InFlight, OrderedAppends};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
-use crate::quarantine::{Quarantine, Rejected};
+use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sources::{SourceContext, StartSource};
 use crate::telemetry::State;
 
@@ -219,11 +219,13 @@ async fn append_loop(
             },
             unit = rx.recv(), if open && appends.has_room() => match unit {
                 Some(unit) => {
-                    for r in unit.oversize {
-                        tracing::warn!(source = %name, "kafka: {}", r.reason);
-                        if let Err(e) = quarantine.put_durable(&name, vec![r]).await {
-                            tracing::error!(source = %name, "kafka: quarantining a record failed: {e}");
-                        }
+                    // The quarantine logs (rate-limited) and counts what it keeps and
+                    // what it drops.
+                    if !unit.oversize.is_empty()
+                        && let Err(QuarantineError::Blocking(e)) =
+                            quarantine.put_durable(&name, unit.oversize).await
+                    {
+                        tracing::error!(source = %name, "kafka: quarantining oversized records did not complete: {e}");
                     }
                     if let Err((message, _)) = appends.submit(unit.tag, unit.batches, deadline).await {
                         if *stop.borrow() {

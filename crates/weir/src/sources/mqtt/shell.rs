@@ -18,7 +18,7 @@ use crate::pipeline::ingest::Ingest;
 use crate::pipeline::stats::Detail;
 use crate::quarantine::{Quarantine, QuarantineError, Rejected};
 use crate::sources::{SourceContext, StartSource};
-use crate::telemetry::State;
+use crate::telemetry::{LossLog, Severity, State};
 
 impl StartSource for MqttConfig {
     type Checked = ();
@@ -76,6 +76,10 @@ pub struct Shared {
     /// due (the poll may be waiting for the broker, which waits for them) and a paused
     /// read may go on.
     durable: Notify,
+    /// QoS 0 messages dropped because their queue was full, logged rate-limited.
+    qos0_drops: LossLog,
+    /// What the drop log says about them.
+    qos0_reason: String,
 }
 
 impl Shared {
@@ -91,6 +95,16 @@ impl Shared {
                 qos0_max_bytes: config.qos0_queue_bytes.bytes(),
             })),
             work: Notify::new(),
+            qos0_drops: LossLog::new(
+                format!("source {name}"),
+                "QoS 0 messages dropped",
+                Severity::Warn,
+            ),
+            qos0_reason: format!(
+                "the QoS 0 queue is full (qos0_queue_bytes = {}): weir reads faster than the WAL takes them; \
+                 raise qos0_queue_bytes, or subscribe with QoS 1 for backpressure instead of drops",
+                config.qos0_queue_bytes
+            ),
             acks_due: AtomicBool::new(false),
             durable: Notify::new(),
         })
@@ -227,7 +241,7 @@ async fn connection_loop(
                     Offer::Queued | Offer::Oversized | Offer::Duplicate => {
                         shared.work.notify_one();
                     }
-                    Offer::Dropped => {}
+                    Offer::Dropped => shared.qos0_drops.note(1, &shared.qos0_reason),
                 }
             }
             Ok(Event::SubscriptionRefused(refused)) => {
@@ -520,7 +534,7 @@ async fn encode(
                          above the WAL's batch limit ({max_batch_bytes}: wal.max_pending_bytes, and at most half of wal.max_disk); lower max_message_bytes or raise those",
                         record.topic
                     );
-                    quarantine_message(name, quarantine, record.topic, record.payload, reason)
+                    quarantine_message(name, quarantine, record.payload, reason)
                         .await?;
                     continue;
                 }
@@ -532,10 +546,8 @@ async fn encode(
                 }
             }
             Work::Quarantine {
-                topic,
-                payload,
-                reason,
-            } => quarantine_message(name, quarantine, topic, payload, reason).await?,
+                payload, reason, ..
+            } => quarantine_message(name, quarantine, payload, reason).await?,
         }
     }
     if !batch.is_empty() {
@@ -545,29 +557,22 @@ async fn encode(
 }
 
 /// Writes a message the WAL cannot take to the quarantine (fsynced), so that it can be
-/// acked. A full or failing quarantine is logged and counted there; the message is
-/// still acked so the window is never wedged.
+/// acked. The quarantine logs (rate-limited) and counts what it keeps and what it
+/// drops, full or failing; the message is acked either way so the window is never
+/// wedged.
 async fn quarantine_message(
     name: &Arc<str>,
     quarantine: &Quarantine,
-    topic: String,
     payload: bytes::Bytes,
     reason: String,
 ) -> Result<(), String> {
-    // On the blocking pool: the message is acked only once it is on disk.
+    // On the blocking pool: the message is acked only once it is on disk. The reason
+    // names the topic.
     let entry = Rejected { reason, payload };
     match quarantine.put_durable(name, vec![entry]).await {
-        Ok(()) => {
-            tracing::warn!(source = %name, "mqtt: quarantined a message on {topic:?}");
-        }
-        Err(QuarantineError::Blocking(e)) => {
-            return Err(format!("quarantine task failed: {e}"));
-        }
-        Err(e) => {
-            tracing::error!(source = %name, "mqtt: quarantining a message on {topic:?} failed, acked anyway so the window is not wedged: {e}");
-        }
+        Err(QuarantineError::Blocking(e)) => Err(format!("quarantine task failed: {e}")),
+        Ok(()) | Err(_) => Ok(()),
     }
-    Ok(())
 }
 
 fn now_ms() -> u64 {
