@@ -5,6 +5,7 @@ use std::fs;
 use std::path::Path;
 
 use super::*;
+use crate::telemetry::{ComponentKind, State};
 
 fn lines(path: &Path) -> Vec<serde_json::Value> {
     fs::read_to_string(path)
@@ -305,4 +306,120 @@ fn a_sink_busy_on_its_file_holds_up_neither_stats_nor_other_sinks() {
     drop(busy);
     assert_eq!(stats.sinks["lake"].records, 1);
     assert!(other_ok);
+}
+
+/// Every line logged while `f` runs, as `LEVEL message`.
+fn logged(f: impl FnOnce()) -> Vec<String> {
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // tracing caches each callsite's interest process-wide, and while one dispatcher
+    // is registered it takes that of the registering thread's own: another test's
+    // thread, with no subscriber, can cache "never" for the loss log's callsites and this
+    // capture would miss their lines. A second dispatcher, registered for the life of
+    // the process, turns that shortcut off; the rebuild below clears what was cached.
+    static ANCHOR: OnceLock<tracing::Dispatch> = OnceLock::new();
+    ANCHOR.get_or_init(|| tracing::Dispatch::new(tracing_subscriber::registry()));
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        f();
+    });
+    let text = String::from_utf8(lock(&capture.0).clone()).expect("UTF-8");
+    text.lines().map(|l| l.trim().to_owned()).collect()
+}
+
+#[test]
+fn an_attached_component_is_degraded_while_its_records_are_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let telemetry = Telemetry::new("h".into());
+    let sink = telemetry.component(ComponentKind::Sink, "out");
+    sink.set_state(State::Running);
+    let quarantine = Quarantine::new(dir.path(), 300)
+        .expect("new")
+        .with_telemetry(&telemetry);
+    quarantine.attach(&sink);
+
+    quarantine.put("out", "HTTP 400", &[0; 40]).expect("fits");
+    assert_eq!(telemetry.status().components[0].state, "running");
+    while quarantine.put("out", "HTTP 400", &[0; 40]).is_ok() {}
+    let status = telemetry.status();
+    let out = &status.components[0];
+    assert_eq!(out.state, "degraded");
+    let reason = out
+        .reason
+        .as_deref()
+        .expect("a degraded state has a reason");
+    assert!(
+        reason.contains("the quarantine is full") && reason.contains("max_disk"),
+        "{reason}"
+    );
+    let metrics = telemetry.render_metrics();
+    assert!(
+        metrics.contains(r#"weir_component_state{component="out",kind="sink",state="degraded"} 1"#),
+        "{metrics}"
+    );
+
+    // Failed wins over degraded.
+    sink.set_state(State::Failed("gave up".into()));
+    assert_eq!(telemetry.status().components[0].state, "failed");
+}
+
+#[test]
+fn a_flood_of_dead_letters_is_a_few_lines_first_warn_then_error_for_drops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let telemetry = Telemetry::new("h".into());
+    let sink = telemetry.component(ComponentKind::Sink, "out");
+    let quarantine = Quarantine::new(dir.path(), 64 * 1024)
+        .expect("new")
+        .with_telemetry(&telemetry);
+    quarantine.attach(&sink);
+    let lines = logged(|| {
+        for i in 0..1000 {
+            let _ = quarantine.put("out", &format!("HTTP 400 for record {i}"), &[7; 200]);
+        }
+        quarantine.flush_logs();
+    });
+    let stats = quarantine.stats();
+    let (kept, dropped) = (stats.sinks["out"].records, stats.sinks["out"].dropped);
+    assert_eq!(kept + dropped, 1000);
+    assert!(kept > 0 && dropped > 0, "kept {kept}, dropped {dropped}");
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("WARN sink out: 1 record quarantined in ")
+            && lines[0].ends_with("HTTP 400 for record 0 (more are summarized at most every 10s)"),
+        "{lines:#?}"
+    );
+    let errors: Vec<_> = lines.iter().filter(|l| l.starts_with("ERROR ")).collect();
+    assert_eq!(errors.len(), 2, "{lines:#?}");
+    assert!(
+        errors[0].contains("sink out: 1 record dropped, not kept by the quarantine:")
+            && errors[0].contains("max_disk"),
+        "{lines:#?}"
+    );
+    assert!(
+        errors[1].contains(&format!("{} more records dropped", dropped - 1))
+            && errors[1].contains(&format!("({dropped} in all)")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("WARN ")
+            && l.contains(&format!("{} more records quarantined", kept - 1))),
+        "{lines:#?}"
+    );
 }

@@ -98,8 +98,9 @@ where = '$key == "elsewhere"'
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
-    let log = daemon.stderr();
+    let stderr = daemon.stderr_path.clone();
     assert_eq!(daemon.stop(), Some(0));
+    let log = std::fs::read_to_string(stderr).unwrap();
 
     let temps = |dir: &str| -> Vec<serde_json::Value> {
         ndjson_lines(&tmp.path().join(dir))
@@ -124,16 +125,28 @@ where = '$key == "elsewhere"'
             serde_json::json!([1, 2]),
         ]
     );
-    // The errors were logged: the first at once, the second (within the warning
-    // interval) counted for the next warning.
+    // The errors were logged: the first at once, the second (within the summary
+    // interval) counted for the summary written at shutdown.
     assert_eq!(
-        log.matches("sink hot: its `where` filter failed").count(),
+        log.matches("sink hot: 1 record dropped: its `where` filter failed")
+            .count(),
         1,
         "{log}"
     );
     assert!(
-        log.contains("sink hot: its `where` filter failed on WAL record 3: "),
+        log.contains(
+            "sink hot: 1 record dropped: its `where` filter failed (on_filter_error = drop): \
+             WAL record 3: "
+        ),
         "{log}"
     );
-    assert!(log.contains("; dropped (on_filter_error)"), "{log}");
+    assert!(
+        log.contains("sink hot: 1 more record dropped: its `where` filter failed")
+            && log.contains("(2 in all); the first of them: WAL record "),
+        "the second error is in the summary written at shutdown: {log}"
+    );
+    assert!(
+        log.contains("sink kept: 1 record kept though its `where` filter failed"),
+        "{log}"
+    );
 }

@@ -185,7 +185,22 @@ fn payloads_that_are_not_utf8_are_counted_and_quarantined() {
             "{entry:#}"
         );
     }
+    let stderr = daemon.stderr_path.clone();
     assert_eq!(daemon.stop(), Some(0));
+    // Logged: the first at once, the rest in the summary written at shutdown.
+    let log = std::fs::read_to_string(stderr).unwrap();
+    let warns = sink_lines(&log, "WARN");
+    assert!(
+        warns[0].contains("sink out: 1 record quarantined in ") && warns[0].contains("UTF-8"),
+        "{log}"
+    );
+    assert!(
+        warns
+            .last()
+            .unwrap()
+            .contains(&format!("({} in all)", bad.len())),
+        "{log}"
+    );
 }
 
 #[test]
@@ -648,4 +663,140 @@ fn write_trace(
         "trace: {}",
         dir.join("http-sink-capacity.{csv,svg}").display()
     );
+}
+
+/// The component `out`'s entry of `/status`'s `components`.
+fn out_component(status: &serde_json::Value) -> serde_json::Value {
+    status["components"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["kind"] == "sink" && c["name"] == "out")
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The lines of `log` at `level` that speak of sink `out`.
+fn sink_lines<'a>(log: &'a str, level: &str) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| l.contains(&format!(" {level} ")) && l.contains("sink out: "))
+        .collect()
+}
+
+/// An endpoint that refuses everything, with a quarantine too small for it: every record
+/// is dead-lettered, the quarantine keeps what fits and drops the rest. Neither is
+/// silent: the first dead letter is a WARN, the first drop an ERROR, the rest are
+/// summarized in a few lines with exact counts, and the sink is `degraded` with the
+/// reason in `/status` and `/metrics`.
+#[test]
+fn dead_letters_beyond_the_quarantine_are_logged_and_degrade_the_sink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    target.behaviour().refuse_every.store(1, Ordering::SeqCst);
+    let status = free_addr();
+    let body = config(
+        tmp.path(),
+        status,
+        &target.url(),
+        &generator(0, Some(1_000)),
+        "batch_records = 100\n",
+    );
+    let path = write_config(
+        tmp.path(),
+        &format!("{body}\n[quarantine]\nmax_disk = \"64 KiB\"\n"),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let st = daemon.wait_for("every record settled", Duration::from_secs(30), |s| {
+        s["sources"]["gen"]["records"] == 1_000 && lag(s) == 0
+    });
+    assert!(target.shared.distinct().is_empty(), "nothing was accepted");
+    let q = &st["quarantine"]["sinks"]["out"];
+    let (kept, dropped) = (
+        q["records"].as_u64().unwrap(),
+        q["dropped"].as_u64().unwrap(),
+    );
+    assert_eq!(kept + dropped, 1_000, "{q:#}");
+    assert!(kept > 0 && dropped > 0, "{q:#}");
+    assert_eq!(quarantined(tmp.path()).len() as u64, kept);
+
+    let component = out_component(&st);
+    assert_eq!(component["state"], "degraded", "{component:#}");
+    let reason = component["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("the quarantine is full") && reason.contains("max_disk"),
+        "{component:#}"
+    );
+    let (_, _, metrics) = run_support::get(status, "/metrics").unwrap();
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains(r#"weir_component_state{component="out",kind="sink",state="degraded"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            r#"weir_quarantine_dropped_total{{sink="out",reason="quarantine_full"}} {dropped}"#
+        )),
+        "{metrics}"
+    );
+
+    // The summaries still pending are written at shutdown.
+    let stderr = daemon.stderr_path.clone();
+    assert_eq!(daemon.stop(), Some(0));
+    let log = std::fs::read_to_string(stderr).unwrap();
+    let warns = sink_lines(&log, "WARN");
+    let errors = sink_lines(&log, "ERROR");
+    assert!(
+        warns[0].contains("sink out: 1 record quarantined in ") && warns[0].contains("HTTP 400"),
+        "{log}"
+    );
+    assert!(
+        errors[0]
+            .contains("sink out: 1 record dropped, not kept by the quarantine: quarantine full"),
+        "{log}"
+    );
+    // Summaries, not one line per record: the last of each says how many in all.
+    assert!(warns.len() <= 4 && errors.len() <= 4, "{log}");
+    assert!(
+        warns.last().unwrap().contains(&format!("({kept} in all)")),
+        "{log}"
+    );
+    assert!(
+        errors
+            .last()
+            .unwrap()
+            .contains(&format!("({dropped} in all)")),
+        "{log}"
+    );
+}
+
+/// An endpoint that answers 413 to everything: each record is split down to itself and
+/// dead-lettered. With room in the quarantine the sink stays `running`, and the dead
+/// letters are one WARN and a summary, not 300 lines.
+#[test]
+fn records_too_large_for_the_endpoint_are_dead_lettered_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    target.behaviour().force_status.store(413, Ordering::SeqCst);
+    let daemon = start(
+        tmp.path(),
+        &target.url(),
+        &generator(0, Some(300)),
+        "batch_records = 50\n",
+    );
+    let st = daemon.wait_for("every record settled", Duration::from_secs(30), |s| {
+        s["sources"]["gen"]["records"] == 300 && lag(s) == 0
+    });
+    assert_eq!(quarantined(tmp.path()).len(), 300);
+    assert_eq!(out_component(&st)["state"], "running", "{st:#}");
+    let log = daemon.stderr();
+    assert_eq!(daemon.stop(), Some(0));
+    let warns = sink_lines(&log, "WARN");
+    assert!(
+        warns
+            .first()
+            .is_some_and(|l| l.contains("sink out: 1 record quarantined in ") && l.contains("413")),
+        "{log}"
+    );
+    assert!(warns.len() <= 3, "{log}");
+    assert!(sink_lines(&log, "ERROR").is_empty(), "{log}");
 }

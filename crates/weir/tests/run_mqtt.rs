@@ -1051,6 +1051,12 @@ max_message_bytes = "1 KiB""#
         entry["reason"].as_str().is_some_and(|r| !r.is_empty()),
         "{entry}"
     );
+    let log = daemon.stderr();
+    assert!(
+        log.lines().any(|l| l.contains(" WARN ")
+            && l.contains(&format!("source {SOURCE}: 1 record quarantined in "))),
+        "the quarantined message is logged: {log}"
+    );
     daemon.stop();
 }
 

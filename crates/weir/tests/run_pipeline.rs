@@ -196,6 +196,14 @@ fn the_file_source_resumes_where_it_left_off() {
     });
     assert_eq!(s["sources"]["tail"]["long_lines"], 1, "{s:#}");
     assert_eq!(s["sources"]["tail"]["quarantined"], 1, "{s:#}");
+    assert!(
+        daemon
+            .stderr()
+            .lines()
+            .any(|l| l.contains(" WARN ") && l.contains("source tail: 1 record quarantined in ")),
+        "the quarantined line is logged: {}",
+        daemon.stderr()
+    );
     // The source follows the file.
     append_lines(&input, 40..50);
     daemon.wait_for("50 lines stored", Duration::from_secs(10), |s| {
@@ -373,4 +381,55 @@ rate = 4000
         (0..u64::from(LINES)).collect::<Vec<_>>(),
         "every line once, in order"
     );
+}
+
+/// A file source whose long lines overflow a small quarantine: what does not fit is
+/// dropped, and that is an ERROR and a `degraded` source with the reason, not silence.
+#[test]
+fn a_source_whose_quarantine_is_full_is_degraded_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let input = tmp.path().join("input.log");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for _ in 0..200 {
+        f.write_all(&[b'x'; 100]).unwrap();
+        f.write_all(b"\n").unwrap();
+    }
+    append_lines(&input, 0..10);
+    let config = format!(
+        "{}\n[quarantine]\nmax_disk = \"4 KiB\"\n",
+        file_source_config(tmp.path(), status)
+    );
+    let path = write_config(tmp.path(), &config);
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let s = daemon.wait_for("the short lines stored", Duration::from_secs(10), |s| {
+        s["sinks"]["out"]["records"] == 10
+    });
+    let q = &s["quarantine"]["sinks"]["tail"];
+    let (kept, dropped) = (
+        q["records"].as_u64().unwrap(),
+        q["dropped"].as_u64().unwrap(),
+    );
+    assert_eq!(kept + dropped, 200, "{q:#}");
+    assert!(kept > 0 && dropped > 0, "{q:#}");
+    let tail = s["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "source" && c["name"] == "tail")
+        .unwrap();
+    assert_eq!(tail["state"], "degraded", "{tail:#}");
+    assert!(
+        tail["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the quarantine is full")),
+        "{tail:#}"
+    );
+    let log = daemon.stderr();
+    assert!(
+        log.lines().any(|l| l.contains(" ERROR ")
+            && l.contains("source tail: 1 record dropped, not kept by the quarantine")),
+        "{log}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
 }

@@ -1,5 +1,5 @@
-//! Checks that span sections: names, listen addresses, and batch sizes against the WAL's
-//! byte semaphore.
+//! Checks that span sections: names, directories, listen addresses, and batch sizes
+//! against the WAL's byte semaphore.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,7 @@ pub(super) fn cross_check(config: &Config, errors: &mut Vec<ConfigError>) {
     check_listen_addresses(config, &failed, &mut found);
     check_batches_fit_the_wal(config, &failed, &mut found);
     check_directories(config, &failed, &mut found);
+    check_component_names(config, &mut found);
     errors.extend(found);
 }
 
@@ -71,7 +72,7 @@ fn check_directories(
                     "{} is inside wal.dir ({}); the WAL owns that directory (its recovery \
                      lists, quarantines and deletes files there): choose a directory outside it",
                     dir.display(),
-                    wal.display()
+                    config.wal.dir.display()
                 ),
             });
             continue;
@@ -91,11 +92,59 @@ fn check_directories(
     }
 }
 
-/// A path with `.` components and trailing separators removed, for comparison only.
+/// The directory a path names, for comparison only: its longest existing ancestor
+/// resolved by the file system (symbolic links, `..`), and the rest of it lexically
+/// (`.` dropped, `..` taking off the component before it). `data/x/../wal` and a link to
+/// `data` followed by `/wal` are both `…/data/wal`.
 fn normalize(path: &Path) -> PathBuf {
-    path.components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect()
+    use std::path::Component;
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_or_else(|_| path.to_path_buf(), |cwd| cwd.join(path))
+    };
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    let resolved = loop {
+        if let Ok(resolved) = existing.canonicalize() {
+            break resolved;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                existing = parent;
+            }
+            _ => break PathBuf::new(),
+        }
+    };
+    let mut normal = resolved;
+    for component in rest.into_iter().rev() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+/// A source and a sink may not share a name: the quarantine keeps records under the
+/// component's name (`<quarantine dir>/<name>/`), and its counters and log lines are
+/// labelled with it.
+fn check_component_names(config: &Config, errors: &mut Vec<ConfigError>) {
+    for name in config.sources.keys() {
+        if config.sinks.contains_key(name) {
+            errors.push(ConfigError::Key {
+                path: join("sinks", name),
+                message: format!(
+                    "a source is named {name:?} too; a source and a sink need different names \
+                     (the quarantine keeps records, counts and logs under the name): rename one"
+                ),
+            });
+        }
+    }
 }
 
 /// Two listeners on one port conflict when the addresses are equal or either is the

@@ -209,10 +209,19 @@ impl LossLog {
                 total,
                 seconds,
                 reason,
-            } => format!(
-                "{who}: {} more {what} in the last {seconds}s ({total} in all); the first of them: {reason}",
-                plural(*records)
-            ),
+            } => {
+                let records = match records {
+                    1 => "1 more record".to_owned(),
+                    n => format!("{n} more records"),
+                };
+                let during = match seconds {
+                    0 => "in under 1s".to_owned(),
+                    s => format!("in the last {s}s"),
+                };
+                format!(
+                    "{who}: {records} {what} {during} ({total} in all); the first of them: {reason}"
+                )
+            }
         };
         match severity {
             Severity::Warn => tracing::warn!("{text}"),
@@ -255,7 +264,11 @@ mod tests {
                 reason: "HTTP 400: bad".to_owned()
             })
         );
-        assert_eq!(window.due_at(), None, "nothing pending after the first line");
+        assert_eq!(
+            window.due_at(),
+            None,
+            "nothing pending after the first line"
+        );
     }
 
     #[test]

@@ -195,7 +195,9 @@ fn component_state_gauges_are_one_for_the_current_state_only() {
         )
     };
     assert_eq!(gen_state("backpressured"), Some(1.0));
-    for state in ["starting", "running", "paused", "failed", "stopped"] {
+    for state in [
+        "starting", "running", "paused", "degraded", "failed", "stopped",
+    ] {
         assert_eq!(gen_state(state), Some(0.0), "{state}");
     }
     let seconds = sample(
@@ -518,4 +520,41 @@ async fn router_serves_history_as_json_and_only_newer_samples_after_since() {
     let (_, _, body) = get(&telemetry, "/history?since=oops").await;
     let all: history::HistoryReport = serde_json::from_str(&body).expect("a HistoryReport");
     assert_eq!(all.t_unix_ms.len(), 3, "an unreadable since is ignored");
+}
+
+#[test]
+fn degraded_overlays_the_flow_state_until_cleared_and_failed_wins() {
+    let telemetry = Telemetry::new("h".into());
+    let sink = telemetry.component(ComponentKind::Sink, "out");
+    sink.set_state(State::Backpressured);
+    sink.set_degraded("the quarantine is full");
+    let report = telemetry.status();
+    assert_eq!(report.components[0].state, "degraded");
+    assert_eq!(
+        report.components[0].reason.as_deref(),
+        Some("the quarantine is full")
+    );
+    // The code that moves records keeps setting its flow state; degraded holds.
+    sink.set_state(State::Running);
+    assert_eq!(telemetry.status().components[0].state, "degraded");
+    let samples = parse_prometheus(&telemetry.render_metrics()).expect("well-formed");
+    let state = |state| {
+        sample(
+            &samples,
+            "weir_component_state",
+            &[("component", "out"), ("kind", "sink"), ("state", state)],
+        )
+    };
+    assert_eq!(state("degraded"), Some(1.0));
+    assert_eq!(state("running"), Some(0.0));
+
+    sink.clear_degraded();
+    assert_eq!(telemetry.status().components[0].state, "running");
+    assert_eq!(telemetry.status().components[0].reason, None);
+
+    sink.set_degraded("again");
+    sink.set_state(State::Failed("gave up".into()));
+    let report = telemetry.status();
+    assert_eq!(report.components[0].state, "failed");
+    assert_eq!(report.components[0].reason.as_deref(), Some("gave up"));
 }

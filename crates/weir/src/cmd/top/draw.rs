@@ -25,7 +25,7 @@ fn state_style(state: &str) -> Style {
     match state.split(' ').next().unwrap_or_default() {
         "running" => Style::new().fg(Color::Green),
         "backpressured" | "paused" => Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        "failed" => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        "failed" | "degraded" => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         _ => Style::new().fg(Color::Gray),
     }
 }

@@ -301,18 +301,25 @@ fn wave(
             held.push(format!("{name} refusing {refused:.0}/s"));
         }
     }
-    let failed: Vec<String> = status
+    let broken: Vec<String> = status
         .components
         .iter()
-        .filter(|c| c.state == "failed")
-        .map(|c| format!("{} {} failed", c.kind, c.name))
+        .filter(|c| c.state == "failed" || c.state == "degraded")
+        .map(|c| {
+            let verb = if c.state == "failed" {
+                "failed"
+            } else {
+                "losing records"
+            };
+            format!("{} {} {verb}", c.kind, c.name)
+        })
         .collect();
     let slow = sinks
         .iter()
         .filter(|s| s.lag_bytes > 0)
         .max_by_key(|s| (s.required == "yes", s.lag_bytes));
     let pressed = wal_used >= WAVE_FILL || !held.is_empty();
-    let mut parts = failed;
+    let mut parts = broken;
     match slow {
         Some(slow) if pressed => {
             let mut text = format!(

@@ -612,6 +612,51 @@ fn directories_are_not_shared() {
 }
 
 #[test]
+fn directories_are_compared_as_the_file_system_resolves_them() {
+    // `..` and a symbolic link are resolved, not compared as text.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(data.join("x")).unwrap();
+    std::os::unix::fs::symlink(&data, tmp.path().join("link")).unwrap();
+    for quarantine in [
+        data.join("x/../wal"),
+        tmp.path().join("link/wal"),
+        data.join("./wal/"),
+    ] {
+        let text = with(
+            &[(
+                "max_disk = \"1 GiB\"",
+                &format!(
+                    "max_disk = \"1 GiB\"\ndir = \"{}\"",
+                    data.join("wal").display()
+                ),
+            )],
+            &format!("\n[quarantine]\ndir = \"{}\"\n", quarantine.display()),
+        );
+        let found = errors(&text);
+        assert_eq!(found.len(), 1, "{}: {found:?}", quarantine.display());
+        assert!(
+            found[0].starts_with("quarantine.dir: ") && found[0].contains(" is also wal.dir;"),
+            "{found:?}"
+        );
+    }
+}
+
+#[test]
+fn a_source_and_a_sink_may_not_share_a_name() {
+    let text = with(
+        &[],
+        "\n[sinks.gen]\ntype = \"file\"\ninputs = [\"gen\"]\npath = \"weir-out/gen\"\n",
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "sinks.gen: a source is named \"gen\" too; a source and a sink need different names (the quarantine keeps records, counts and logs under the name): rename one"
+        ]
+    );
+}
+
+#[test]
 fn a_duplicate_key_is_reported_with_its_path() {
     let found = errors(
         "[runtime]\ndata_dir = \"x\"\n[wal]\nmax_disk = \"1 GiB\"\non_full = \"reject\"\nmax_disk = \"2 GiB\"\n",
@@ -641,7 +686,7 @@ fn sink_paths_inside_the_wal_directory_are_refused() {
     assert_eq!(
         errors(&text),
         [
-            "sinks.copy.path: ./weir-data/wal/copy is inside wal.dir (weir-data/wal); the WAL owns that directory (its recovery lists, quarantines and deletes files there): choose a directory outside it",
+            "sinks.copy.path: ./weir-data/wal/copy is inside wal.dir (./weir-data/wal); the WAL owns that directory (its recovery lists, quarantines and deletes files there): choose a directory outside it",
         ]
     );
 }

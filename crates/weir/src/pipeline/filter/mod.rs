@@ -117,13 +117,23 @@ impl Applied {
     fn warn(&mut self, sink: &str, offset: u64, error: &EvalError, kept: bool) {
         let log = self.errors.get_or_insert_with(|| {
             let what = if kept {
-                "records kept though its `where` filter failed on them (on_filter_error = keep)"
+                "kept though its `where` filter failed (on_filter_error = keep)"
             } else {
-                "records dropped: its `where` filter failed on them (on_filter_error = drop)"
+                "dropped: its `where` filter failed (on_filter_error = drop)"
             };
             LossLog::new(format!("sink {sink}"), what, Severity::Warn)
         });
         log.note(1, &format_args!("WAL record {offset}: {error}"));
+    }
+}
+
+/// The errors still pending in the rate-limited log are written when the driver ends
+/// (at shutdown), not lost with it.
+impl Drop for Applied {
+    fn drop(&mut self) {
+        if let Some(log) = &self.errors {
+            log.flush();
+        }
     }
 }
 

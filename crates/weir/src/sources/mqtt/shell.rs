@@ -82,6 +82,13 @@ pub struct Shared {
     qos0_reason: String,
 }
 
+/// The drops still pending in the rate-limited log are written when the source ends.
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.qos0_drops.flush();
+    }
+}
+
 impl Shared {
     /// The shared state of source `name`.
     pub fn new(name: &Arc<str>, config: &MqttConfig) -> Arc<Self> {
@@ -95,11 +102,7 @@ impl Shared {
                 qos0_max_bytes: config.qos0_queue_bytes.bytes(),
             })),
             work: Notify::new(),
-            qos0_drops: LossLog::new(
-                format!("source {name}"),
-                "QoS 0 messages dropped",
-                Severity::Warn,
-            ),
+            qos0_drops: LossLog::new(format!("source {name}"), "dropped (QoS 0)", Severity::Warn),
             qos0_reason: format!(
                 "the QoS 0 queue is full (qos0_queue_bytes = {}): weir reads faster than the WAL takes them; \
                  raise qos0_queue_bytes, or subscribe with QoS 1 for backpressure instead of drops",
@@ -534,8 +537,7 @@ async fn encode(
                          above the WAL's batch limit ({max_batch_bytes}: wal.max_pending_bytes, and at most half of wal.max_disk); lower max_message_bytes or raise those",
                         record.topic
                     );
-                    quarantine_message(name, quarantine, record.payload, reason)
-                        .await?;
+                    quarantine_message(name, quarantine, record.payload, reason).await?;
                     continue;
                 }
                 if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
