@@ -56,11 +56,14 @@ pub fn classify(status: u16) -> Class {
 }
 
 /// A `Retry-After` value: delay-seconds or an HTTP-date, as the time to wait from
-/// `now`, capped at `max`. `None` when it does not parse.
+/// `now`, capped at `max`. `None` when it does not parse. A delay of more digits than a
+/// `u64` holds is a very long wait, so it is capped like any other, not ignored.
 pub fn parse_retry_after(value: &str, now: SystemTime, max: Duration) -> Option<Duration> {
     let value = value.trim();
-    let wait = if let Ok(secs) = value.parse::<u64>() {
-        Duration::from_secs(secs)
+    let wait = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        value
+            .parse::<u64>()
+            .map_or(Duration::MAX, Duration::from_secs)
     } else {
         let at = httpdate::parse_http_date(value).ok()?;
         at.duration_since(now).unwrap_or(Duration::ZERO)
@@ -233,6 +236,21 @@ mod tests {
         assert_eq!(parse_retry_after(&past, now, max), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now, max), None);
         assert_eq!(parse_retry_after("-1", now, max), None);
+    }
+
+    #[test]
+    fn a_retry_after_too_large_for_u64_is_capped_not_ignored() {
+        let (now, max) = (SystemTime::now(), Duration::from_secs(60));
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", now, max),
+            Some(max)
+        );
+        assert_eq!(
+            parse_retry_after("18446744073709551616", now, max),
+            Some(max)
+        );
+        assert_eq!(parse_retry_after("", now, max), None);
+        assert_eq!(parse_retry_after("+5", now, max), None);
     }
 
     #[test]

@@ -151,7 +151,25 @@ impl Schedule {
         }
         Duration::from_secs_f64(made as f64 / self.rate as f64)
     }
+
+    /// Records never to be made because the generator fell behind its schedule by
+    /// more than [`MAX_CATCH_UP`] (a stall: backpressure, SIGSTOP, a suspended
+    /// machine): with `made` records made `elapsed` after the start, those due beyond
+    /// one [`MAX_CATCH_UP`] of records. The caller moves its start on by
+    /// [`due_after`](Self::due_after) of them, so that it catches up at most one second
+    /// of records at once instead of bursting everything it missed.
+    pub fn behind(&self, made: u64, elapsed: Duration) -> u64 {
+        if self.rate == 0 {
+            return 0;
+        }
+        let due = (elapsed.as_secs_f64() * self.rate as f64) as u64;
+        let allowed = (MAX_CATCH_UP.as_secs_f64() * self.rate as f64) as u64;
+        due.saturating_sub(made).saturating_sub(allowed)
+    }
 }
+
+/// The most a generator catches up at once after a stall: one second of records.
+pub const MAX_CATCH_UP: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {
@@ -216,6 +234,21 @@ mod tests {
         }
         let mut tiny = RecordMaker::new("g".into(), 0, 1, 3);
         assert_eq!(tiny.next_record(1).payload.len(), 3);
+    }
+
+    #[test]
+    fn a_stall_is_caught_up_by_one_second_of_records_at_most() {
+        let s = Schedule::new(2_000);
+        // On schedule, or behind by less than a second: nothing is skipped.
+        assert_eq!(s.behind(2_000, Duration::from_secs(1)), 0);
+        assert_eq!(s.behind(1_000, Duration::from_millis(1_400)), 0);
+        // 30 s stopped after 1 s: 62,000 due, 2,000 made; 2,000 may come at once and
+        // 58,000 are never made.
+        assert_eq!(s.behind(2_000, Duration::from_secs(31)), 58_000);
+        // Moving the start on by those, at most one second of records is due.
+        let start = s.due_after(58_000);
+        assert_eq!(s.behind(2_000, Duration::from_secs(31) - start), 0);
+        assert_eq!(Schedule::new(0).behind(0, Duration::from_secs(60)), 0);
     }
 
     #[test]

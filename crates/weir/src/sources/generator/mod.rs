@@ -2,7 +2,10 @@
 //!
 //! Batches of `batch_size` records are made on schedule (`rate = 0`: as fast as the WAL
 //! admits). Under backpressure it waits for admission, and then catches up no faster
-//! than admission allows; it never drops. With `count`, it stops after that many
+//! than admission allows, and by one second of records at most: after a longer stall
+//! (backpressure, SIGSTOP) what it missed beyond that is never made, and counted
+//! (`skipped_records`, `weir_generator_skipped_records_total`). It never drops a record
+//! it made. With `count`, it stops after that many
 //! records and shows `stopped`; the process keeps running, so the sinks drain and
 //! `/status` stays up (stop it with SIGTERM). There is no setting to exit instead.
 

@@ -9,9 +9,10 @@ use weir_wal::Batch;
 
 use super::config::GeneratorConfig;
 use super::core::{RecordMaker, Schedule};
+use crate::pipeline::Detail;
 use crate::pipeline::ingest::Ingest;
 use crate::sources::{SourceContext, StartSource};
-use crate::telemetry::State;
+use crate::telemetry::{Counter, State};
 
 impl StartSource for GeneratorConfig {
     type Checked = ();
@@ -21,7 +22,16 @@ impl StartSource for GeneratorConfig {
     }
 
     fn start(self, (): (), cx: SourceContext) -> impl Future<Output = ()> + Send + 'static {
-        run(cx.name, self, cx.ingest, cx.stop)
+        let skipped = cx.telemetry.counter(
+            "weir_generator_skipped_records_total",
+            "Records a generator never made: it was behind its schedule by more than a second (a stall).",
+            &[("source", &cx.name)],
+        );
+        let shown = skipped.clone();
+        let _ = cx.ingest.stats().fields.set(Detail(Arc::new(
+            move || serde_json::json!({ "skipped_records": shown.get() }),
+        )));
+        run(cx.name, self, cx.ingest, cx.stop, skipped)
     }
 }
 
@@ -41,6 +51,7 @@ pub async fn run(
     config: GeneratorConfig,
     ingest: Ingest,
     mut stop: watch::Receiver<bool>,
+    skipped: Counter,
 ) {
     let mut maker = RecordMaker::new(
         name.clone(),
@@ -76,6 +87,14 @@ pub async fn run(
             backoff = Duration::ZERO;
         }
         let made = maker.made();
+        // Behind by more than a second (a stall: backpressure, SIGSTOP): what is due
+        // beyond one second of records is never made, and counted.
+        let behind = schedule.behind(made, started.elapsed());
+        if behind > 0 {
+            started += schedule.due_after(behind);
+            skipped.inc_by(behind);
+            tracing::debug!(source = %name, records = behind, "generator: behind schedule, records skipped");
+        }
         let n = match total {
             Some(total) if made >= total => break,
             Some(total) => batch_size.min(total - made),
