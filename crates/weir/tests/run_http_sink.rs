@@ -800,3 +800,60 @@ fn records_too_large_for_the_endpoint_are_dead_lettered_with_a_warning() {
     assert!(warns.len() <= 3, "{log}");
     assert!(sink_lines(&log, "ERROR").is_empty(), "{log}");
 }
+
+/// While the endpoint refuses the configuration (401), one request probes it every
+/// `retry.max`: the requests held behind it wait for its answer instead of each asking
+/// in turn (with the limit grown to 8, 8 requests every `retry.max` before).
+#[test]
+fn a_configuration_error_is_probed_by_one_request_per_retry_max() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Target::start();
+    let b = target.behaviour();
+    // Grow the limit first, as in `latency_above_target_latency_cuts_the_limit`.
+    b.latency_ms.store(20, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            status,
+            &target.url(),
+            &generator(20_000, None),
+            "batch_records = 20\nmax_concurrency = 16\n",
+        ),
+    );
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    daemon.wait_for("the limit grows", Duration::from_secs(60), |s| {
+        http(s)["limit"].as_u64().unwrap_or(0) >= 8
+    });
+    // Now the endpoint wants a token the sink does not send.
+    *b.token.lock().unwrap() = Some("Bearer good".to_owned());
+    wait_failed(&daemon);
+    let failed_at = target
+        .shared
+        .events()
+        .iter()
+        .filter(|e| e.status == 401)
+        .map(|e| e.answered)
+        .min()
+        .unwrap();
+    // retry.max is 1 s (run_support::http_sink::config): watch 4 of them.
+    std::thread::sleep(Duration::from_secs(4));
+    let events = target.shared.events();
+    let last = events.iter().map(|e| e.arrived).max().unwrap();
+    // The requests in flight when the first 401 came back are answered 401 too; after
+    // them, one probe at a time, one per second.
+    let settled_at = failed_at + Duration::from_millis(500);
+    let probes: Vec<_> = events.iter().filter(|e| e.arrived > settled_at).collect();
+    let seconds = (last - settled_at).as_secs_f64();
+    assert!(
+        probes.len() as f64 <= seconds + 1.0,
+        "{} requests in {seconds:.1}s after the first 401",
+        probes.len()
+    );
+    assert!(
+        probes.iter().all(|e| e.status == 401 && e.concurrent == 1),
+        "a probe is alone"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -1,12 +1,12 @@
 //! One batch's operation in the ordered stage: its records encoded in its own task;
 //! each request started only once no `Retry-After` pause holds, the retry budget has
 //! room (for a retry) and the concurrency limit has a slot; sent until the answer is
-//! final (transient failures retried with backoff, configuration errors every
-//! `retry.max`); bisected while refused (400, 422, 413); the records refused alone, and
+//! final (transient failures retried with backoff, configuration errors by one probe
+//! every `retry.max`); bisected while refused (400, 422, 413); the records refused alone, and
 //! those its encoding cannot hold, put in the quarantine before the batch counts as
 //! delivered. [`Shared`] is what every operation shares.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -48,9 +48,17 @@ pub(super) struct Shared {
     pub(super) permanent: watch::Sender<Option<String>>,
     /// Whether the last final answer was a configuration error (no delivery since).
     pub(super) failing: AtomicBool,
+    /// Configuration errors so far: a delivery ends `failing` only if its request
+    /// started after the last of them (one answered 200 just before the endpoint began
+    /// refusing must not let every held request go).
+    pub(super) config_errors: AtomicU64,
     /// After a configuration error no request starts before this (`retry.max` later):
     /// one probe per `retry.max` instead of every batch asking in turn.
     pub(super) config_pause_until: Mutex<Option<Instant>>,
+    /// Held by the one request that probes the endpoint while `failing`: the batches
+    /// waiting behind it start only once its answer is in (a delivery lets them all go,
+    /// another configuration error pauses them again).
+    pub(super) probe: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -121,7 +129,9 @@ impl Shared {
             .map_err(|e| format!("building a request body: {e}"))?;
         let mut retries = 0u32;
         loop {
-            let permit = self.start(retries > 0).await;
+            // `_probe` is held until this attempt's answer is in.
+            let (permit, _probe) = self.start(retries > 0).await;
+            let errors_before = self.config_errors.load(Ordering::Acquire);
             if retries == 0 {
                 lock(&self.budget).record_request(std::time::Instant::now());
             }
@@ -131,7 +141,9 @@ impl Shared {
             let reason = match outcome {
                 Ok(Ok(answer)) => match core::classify(answer.status) {
                     Class::Delivered => {
-                        self.failing.store(false, Ordering::Relaxed);
+                        if self.config_errors.load(Ordering::Acquire) == errors_before {
+                            self.failing.store(false, Ordering::Relaxed);
+                        }
                         self.stats.finished(permit, rtt);
                         return Ok(Final::Delivered);
                     }
@@ -143,7 +155,8 @@ impl Shared {
                         });
                     }
                     Class::Config => {
-                        drop(permit);
+                        // Paused before the slot is given back, so that no request
+                        // waiting for it slips in before the pause.
                         self.refused_configuration(format!(
                             "{} {} answered HTTP {}: {}; check url, method and headers",
                             self.method,
@@ -151,6 +164,7 @@ impl Shared {
                             answer.status,
                             answer.body.trim(),
                         ));
+                        drop(permit);
                         continue;
                     }
                     Class::Transient { overload, reason } => {
@@ -174,11 +188,11 @@ impl Shared {
                     }
                 },
                 Ok(Err(SendError::Certificate(e))) => {
-                    drop(permit);
                     self.refused_configuration(format!(
                         "{e}; the endpoint's TLS certificate is not trusted: set ca_file to \
                          the PEM file of the CA that signed it, or use the host name it names"
                     ));
+                    drop(permit);
                     continue;
                 }
                 Ok(Err(SendError::Connection(e))) => {
@@ -207,18 +221,31 @@ impl Shared {
             self.retry_max
         );
         self.stats.set_last_error(&message);
+        self.config_errors.fetch_add(1, Ordering::AcqRel);
         self.failing.store(true, Ordering::Relaxed);
         *lock(&self.config_pause_until) = Some(Instant::now() + self.retry_max);
         self.permanent.send_replace(Some(message));
     }
 
     /// Waits until a request may start: no `Retry-After` pause, room in the retry
-    /// budget (for a retry), and a slot under the concurrency limit.
-    async fn start(&self, is_retry: bool) -> Permit {
+    /// budget (for a retry), a slot under the concurrency limit, and, while the endpoint
+    /// refuses the configuration, the probe's turn (returned, to hold until the answer).
+    async fn start(&self, is_retry: bool) -> (Permit, Option<tokio::sync::MutexGuard<'_, ()>>) {
         let mut budget_counted = false;
         let mut budget_taken = !is_retry;
         loop {
             self.wait_pause().await;
+            let probe = if self.failing.load(Ordering::Relaxed) {
+                let probe = self.probe.lock().await;
+                // The probe before this one may have been answered meanwhile: a delivery
+                // lets every request go, a refusal paused them again.
+                if self.paused().is_some() {
+                    continue;
+                }
+                self.failing.load(Ordering::Relaxed).then_some(probe)
+            } else {
+                None
+            };
             if !budget_taken {
                 let allowed = lock(&self.budget).try_retry(std::time::Instant::now());
                 if let Err(wait) = allowed {
@@ -232,12 +259,14 @@ impl Shared {
                 budget_taken = true;
             }
             let permit = self.limiter.acquire().await;
-            // A pause may have begun while this waited for a slot.
-            if self.paused().is_some() {
+            // A pause may have begun while this waited for a slot, or the endpoint may
+            // have refused the configuration: then only the probe goes.
+            if self.paused().is_some() || (probe.is_none() && self.failing.load(Ordering::Relaxed))
+            {
                 drop(permit);
                 continue;
             }
-            return permit;
+            return (permit, probe);
         }
     }
 

@@ -56,6 +56,11 @@ pub struct HttpSink {
     permanent: watch::Receiver<Option<String>>,
     /// When a configuration error was last reported to the driver.
     permanent_reported: Option<Instant>,
+    /// How far [`Sink::write`] got into a batch before it returned early (a
+    /// configuration error while waiting for a slot) or was cancelled: the batch's
+    /// `next_offset` and the records of it already taken. Written again, the batch goes
+    /// on from there instead of sending those records twice.
+    partial: Option<(u64, usize)>,
 }
 
 impl std::fmt::Debug for HttpSink {
@@ -163,7 +168,9 @@ impl OpenSink for HttpSinkConfig {
             stats,
             permanent,
             failing: AtomicBool::new(false),
+            config_errors: std::sync::atomic::AtomicU64::new(0),
             config_pause_until: Mutex::new(None),
+            probe: tokio::sync::Mutex::new(()),
         });
         Ok(HttpSink {
             shared,
@@ -175,6 +182,7 @@ impl OpenSink for HttpSinkConfig {
             released: None,
             permanent: permanent_rx,
             permanent_reported: None,
+            partial: None,
         })
     }
 }
@@ -254,12 +262,22 @@ impl HttpSink {
                     // waiting for the oldest alone would leave the others' slots
                     // empty behind a slow head (held results stay bounded by the
                     // stage's `max_held`). Results are still taken as they come.
+                    // A configuration error is reported from here too: all slots may be
+                    // held by requests the endpoint refuses, and the driver waiting in
+                    // `write` would never see it otherwise.
                     let taken = tokio::select! {
-                        result = stage.next() => Some(result),
+                        result = stage.next() => Some(Some(result)),
                         () = stage.room() => None,
+                        changed = self.permanent.changed() => changed.is_ok().then_some(None),
                     };
-                    if let Some(result) = taken {
-                        self.take(result)?;
+                    match taken {
+                        Some(Some(result)) => self.take(result)?,
+                        Some(None) => {
+                            if let Some(message) = self.permanent_due() {
+                                return Err(SinkError::Permanent(message));
+                            }
+                        }
+                        None => {}
                     }
                 }
                 Err(SubmitError::Closed(batch)) => {
@@ -281,6 +299,20 @@ impl HttpSink {
         Ok(())
     }
 
+    /// The configuration error to report to the driver now, if there is one and none
+    /// was reported within `retry.max` (it is reported as failed and logged at ERROR at
+    /// most once per `retry.max`).
+    fn permanent_due(&mut self) -> Option<String> {
+        let due = self
+            .permanent_reported
+            .is_none_or(|at| at.elapsed() >= self.shared.retry_max);
+        let message = self.permanent.borrow_and_update().clone()?;
+        due.then(|| {
+            self.permanent_reported = Some(Instant::now());
+            message
+        })
+    }
+
     fn full(&self) -> bool {
         let c = &self.shared.config;
         self.pending.len() >= c.batch_records.get() as usize
@@ -299,29 +331,37 @@ impl Sink for HttpSink {
     ///
     /// # Cancel safety
     ///
-    /// A cancelled write may have taken part of the batch; the driver's retry sends
-    /// those records again (at-least-once). Nothing acknowledged is lost.
+    /// A write that returned an error or was cancelled part-way remembers how many of
+    /// the batch's records it took: written again, the batch goes on from there. A
+    /// record is never taken twice, and nothing acknowledged is lost.
     async fn write(
         &mut self,
         batch: &Arc<SinkBatch>,
         _rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
+        let start = match self.partial {
+            Some((offset, taken)) if offset == batch.next_offset => taken,
+            _ => 0,
+        };
+        self.partial = Some((batch.next_offset, start));
         self.submit_sealed().await?;
         let (encoding, batch_bytes) = (
             self.shared.config.encoding,
             self.shared.config.batch_bytes.bytes(),
         );
-        for (i, record) in batch.wire.iter().enumerate() {
+        for (i, record) in batch.wire.iter().enumerate().skip(start) {
             let size = body::size(record, encoding);
             if !self.pending.is_empty()
                 && (self.full() || self.pending.bytes() + size > batch_bytes)
             {
                 self.seal();
+                self.partial = Some((batch.next_offset, i));
                 self.submit_sealed().await?;
             }
             self.pending.push(batch, i, size);
             self.pending_since.get_or_insert_with(Instant::now);
         }
+        self.partial = Some((batch.next_offset, batch.wire.len()));
         if self.pending.is_empty() && self.sealed.is_none() && self.idle() {
             // Nothing to send and nothing before it in flight: stored at once.
             self.pending_offset = None;
@@ -334,6 +374,7 @@ impl Sink for HttpSink {
                 self.submit_sealed().await?;
             }
         }
+        self.partial = None;
         Ok(Written {
             durable_through: self.released.take(),
             // The request's encoder refuses what its encoding cannot hold: counted in
@@ -387,16 +428,9 @@ impl Sink for HttpSink {
                 // The sealed request goes as soon as any slot frees.
                 () = stage.room(), if full => {}
                 changed = self.permanent.changed() => {
-                    // Reported (failed, logged at ERROR) at most once per retry.max.
-                    let due = self
-                        .permanent_reported
-                        .is_none_or(|at| at.elapsed() >= self.shared.retry_max);
-                    let message = self.permanent.borrow_and_update().clone();
                     if changed.is_ok()
-                        && due
-                        && let Some(message) = message
+                        && let Some(message) = self.permanent_due()
                     {
-                        self.permanent_reported = Some(Instant::now());
                         return Err(SinkError::Permanent(message));
                     }
                 }
@@ -455,5 +489,6 @@ impl Sink for HttpSink {
         self.pending_since = None;
         self.sealed = None;
         self.released = None;
+        self.partial = None;
     }
 }
