@@ -105,6 +105,21 @@ impl Config {
                 self.runtime.log_queue, self.runtime.log_line_max_bytes
             ),
         );
+        Bounds::new("runtime".to_owned(), &mut queues).add(
+            "status_connections",
+            Some(self.runtime.status_max_connections.get().into()),
+            times(
+                self.runtime.status_max_connections.get(),
+                crate::serve::CONNECTION_MEMORY_BYTES,
+            ),
+            format!(
+                "the status server's open connections' buffers: status_max_connections {} × {}; \
+                 a request head within status_header_timeout {}",
+                self.runtime.status_max_connections,
+                crate::keys::ByteSize::kib(crate::serve::CONNECTION_MEMORY_BYTES / 1024),
+                self.runtime.status_header_timeout
+            ),
+        );
         let history = crate::telemetry::history::HistoryLayout::pipeline(
             self.sources.keys().map(String::as_str),
             self.sinks.keys().map(String::as_str),

@@ -5,8 +5,8 @@ use std::num::NonZeroU32;
 
 use serde::Serialize;
 
-use super::serve::CONNECTION_MEMORY_BYTES;
 use crate::keys::units::serialize_std_duration;
+use crate::serve::CONNECTION_MEMORY_BYTES;
 use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, times};
 use crate::sources::SourceKeys;
 

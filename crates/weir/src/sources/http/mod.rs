@@ -11,6 +11,7 @@
 //! | 401 | `auth_token_env` is set and the request lacks `Authorization: Bearer <token>` |
 //! | 408 + `Connection: close` | the body has not fully arrived `body_timeout` after the request head (default 10 s) |
 //! | 413 | the body is larger than `max_body` (by `Content-Length`, or while streaming: the body is never read past it) |
+//! | 415 | the request has a `Content-Encoding` other than `identity` (compressed bodies are not decoded): the body names the coding; for every `Content-Type` |
 //! | 503 + `Retry-After` | `max_concurrent_requests` are already in flight (at once); admission did not succeed within `admission_timeout`; the WAL refused (`on_full = "reject"`) or is poisoned. Always before any record of the request was appended: none of them will be delivered |
 //! | 500 `{"outcome": "unknown"}` | the records were written and the WAL failed before they were fsynced: they may or may not be delivered after a restart |
 //!
@@ -30,10 +31,10 @@
 
 mod config;
 mod core;
-mod serve;
 mod shell;
 
 pub use self::config::HttpSourceConfig;
-pub use self::core::{BodyKind, authorized, body_kind, split_ndjson};
-pub use self::serve::{CONNECTION_BUFFER_BYTES, CONNECTION_MEMORY_BYTES};
-pub use self::shell::{run, token};
+pub use self::core::{
+    BodyKind, SUPPORTED_ENCODINGS, authorized, body_kind, split_ndjson, unsupported_encoding,
+};
+pub use self::shell::{run, server, token};
