@@ -70,8 +70,8 @@ fn a_flood_of_half_sent_requests_to_the_status_server_is_bounded_and_closed() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|q| q["name"] == "runtime.status_connections")
-        .unwrap_or_else(|| panic!("no runtime.status_connections queue: {report:#}"));
+        .find(|q| q["name"] == "status.connections")
+        .unwrap_or_else(|| panic!("no status.connections queue: {report:#}"));
     assert_eq!(queue["bound_items"], 64, "{queue}");
 
     let mut flood = Vec::with_capacity(FLOOD);
@@ -111,7 +111,10 @@ fn a_flood_of_half_sent_requests_to_the_status_server_is_bounded_and_closed() {
         match stream.read(&mut buf) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-            Err(e) => panic!("a half-sent request was not closed: {e}\n{}", daemon.stderr()),
+            Err(e) => panic!(
+                "a half-sent request was not closed: {e}\n{}",
+                daemon.stderr()
+            ),
         }
     }
 
@@ -125,7 +128,7 @@ fn a_flood_of_half_sent_requests_to_the_status_server_is_bounded_and_closed() {
             s["queues"].as_array().is_some_and(|queues| {
                 queues
                     .iter()
-                    .any(|q| q["name"] == "runtime.status_connections" && q["depth"] == 1)
+                    .any(|q| q["name"] == "status.connections" && q["depth"] == 1)
             })
         },
     );

@@ -390,9 +390,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
         let mut stop = stop_rx.clone();
         async move {
             let shutdown = async move { crate::pipeline::stopped(&mut stop).await };
-            telemetry
-                .serve(status_listener, limits, shutdown)
-                .await;
+            telemetry.serve(status_listener, limits, shutdown).await;
         }
     });
     let live = live::spawn_if_terminal(Arc::clone(&registry), log);

@@ -42,9 +42,7 @@ pub struct AcceptFailed {
 impl AcceptErrors {
     /// Counts a failed accept at `now`.
     pub fn failed(&mut self, now: Instant) -> AcceptFailed {
-        let retry_in = self
-            .delay
-            .map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
+        let retry_in = self.delay.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
         self.delay = Some(retry_in);
         self.unlogged += 1;
         let due = self

@@ -20,10 +20,8 @@ pub trait Listener: Send + 'static {
 impl Listener for tokio::net::TcpListener {
     type Io = tokio::net::TcpStream;
 
-    fn accept(&mut self) -> impl Future<Output = std::io::Result<Self::Io>> + Send {
-        async move {
-            let (stream, _peer) = tokio::net::TcpListener::accept(self).await?;
-            Ok(stream)
-        }
+    async fn accept(&mut self) -> std::io::Result<Self::Io> {
+        let (stream, _peer) = tokio::net::TcpListener::accept(self).await?;
+        Ok(stream)
     }
 }

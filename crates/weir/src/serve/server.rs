@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use weir_flow::FlowStats;
 use weir_flow::semaphore::{Semaphore, SemaphoreConfig};
 
-use super::accept::{AcceptErrors, LOG_EVERY};
+use super::accept::{AcceptErrors, BACKOFF_MAX, LOG_EVERY};
 use super::connection::serve_connection;
 use super::{CONNECTION_MEMORY_BYTES, Listener};
 
@@ -167,9 +167,12 @@ impl Server {
                     let failed = errors.failed(Instant::now());
                     if let Some(failures) = failed.log {
                         tracing::warn!(
-                            "{}: accepting a connection failed ({failures}× since the last such line): {e}; \
-                             retrying with backoff up to 1s, logged at most every {}s",
+                            "{}: accepting a connection failed ({failures} since the last such line): {e}; \
+                             the client waits in the listen backlog; retrying in {:?}, backing off up to {:?} \
+                             (this line at most every {}s)",
                             self.who,
+                            failed.retry_in,
+                            BACKOFF_MAX,
                             LOG_EVERY.as_secs()
                         );
                     }

@@ -78,7 +78,10 @@ async fn a_half_sent_head_is_closed_after_the_header_timeout() {
     // The permit is freed once the connection's task has ended.
     let deadline = Instant::now() + Duration::from_secs(5);
     while connections.open() > 0 {
-        assert!(Instant::now() < deadline, "the connection's slot was not freed");
+        assert!(
+            Instant::now() < deadline,
+            "the connection's slot was not freed"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -130,9 +133,7 @@ struct Exhausted(Arc<AtomicU64>);
 impl Listener for Exhausted {
     type Io = tokio::io::DuplexStream;
 
-    fn accept(
-        &mut self,
-    ) -> impl std::future::Future<Output = std::io::Result<Self::Io>> + Send {
+    fn accept(&mut self) -> impl std::future::Future<Output = std::io::Result<Self::Io>> + Send {
         self.0.fetch_add(1, Ordering::Relaxed);
         std::future::ready(Err(std::io::Error::from_raw_os_error(24)))
     }
@@ -141,7 +142,11 @@ impl Listener for Exhausted {
 #[tokio::test(start_paused = true)]
 async fn failed_accepts_back_off_instead_of_spinning() {
     let attempts = Arc::new(AtomicU64::new(0));
-    let server = Server::new("test server", "max_connections", limits(4, Duration::from_secs(1)));
+    let server = Server::new(
+        "test server",
+        "max_connections",
+        limits(4, Duration::from_secs(1)),
+    );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server.serve(Exhausted(Arc::clone(&attempts)), ok(), async {
         let _ = stopped.await;

@@ -33,7 +33,7 @@ impl Telemetry {
     /// Serves [`router`](Self::router) on `listener` within `limits` (a connection
     /// cap, a header and idle timeout: [`crate::serve`]) until `shutdown` completes;
     /// in-flight requests are then answered. Its open connections are reported as the
-    /// queue `runtime.status_connections`.
+    /// queue `status.connections`.
     ///
     /// # Cancel safety
     ///
@@ -48,7 +48,7 @@ impl Telemetry {
         let server = Server::new("status server", "runtime.status_max_connections", limits);
         let connections = server.connections();
         self.register_queue(
-            "runtime.status_connections",
+            "status.connections",
             Some(connections.max()),
             Some(connections.max().saturating_mul(CONNECTION_MEMORY_BYTES)),
             move || connections.flow_stats(),

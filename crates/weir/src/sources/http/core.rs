@@ -165,7 +165,10 @@ mod tests {
         assert_eq!(unsupported_encoding([&b"identity"[..]]), None);
         assert_eq!(unsupported_encoding([&b" Identity "[..]]), None);
         assert_eq!(unsupported_encoding([&b"br"[..]]), Some("br".to_owned()));
-        assert_eq!(unsupported_encoding([&b"GZIP"[..]]), Some("gzip".to_owned()));
+        assert_eq!(
+            unsupported_encoding([&b"GZIP"[..]]),
+            Some("gzip".to_owned())
+        );
         assert_eq!(
             unsupported_encoding([&b"identity, zstd"[..]]),
             Some("zstd".to_owned())
