@@ -18,7 +18,8 @@
 //! Connections: at most `max_connections` (default 256) are open at once; more clients
 //! wait in the kernel's listen backlog. A client must send its request head within
 //! `header_timeout` (default 10 s) of connecting, or of its previous request on a
-//! keep-alive connection, or the connection is closed; a head must fit in 16 KiB.
+//! keep-alive connection, or the connection is closed; a head must fit in 16 KiB. The
+//! accept loop is [`crate::serve`], shared with the status server.
 //!
 //! Bounded: at most `max_concurrent_requests` bodies of at most `max_body` bytes are in
 //! memory, and a client that sends its body slowly holds its slot at most
