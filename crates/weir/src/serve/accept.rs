@@ -55,7 +55,7 @@ impl AcceptErrors {
         AcceptFailed { retry_in, log }
     }
 
-    /// An accept succeeded: the next failure starts a new streak at [`BACKOFF_MIN`]
+    /// An accept succeeded: the next failure starts a new streak at the shortest delay
     /// (the log window stays).
     pub fn succeeded(&mut self) {
         self.delay = None;
