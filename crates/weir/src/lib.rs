@@ -12,6 +12,7 @@
 //! quarantine logging   records that cannot be written; the bounded log writer
 //! telemetry  states, probes, counters; /status, /metrics, the dashboard
 //! keys       record     reading config keys; the record and its encodings
+//! serve      bounded HTTP serving (the HTTP source, the status server)
 //! weir-wal   weir-flow  (other crates)
 //! ```
 //!
@@ -28,6 +29,7 @@ pub mod pipeline;
 pub mod quarantine;
 pub mod record;
 pub mod runtime;
+pub mod serve;
 pub mod sinks;
 pub mod sources;
 pub mod telemetry;

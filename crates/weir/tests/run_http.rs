@@ -1,5 +1,5 @@
-//! `weir run` end to end: the HTTP source's answers (200, 400, 401, 413) and config
-//! errors that stop `weir run` before it starts.
+//! `weir run` end to end: the HTTP source's answers (200, 400, 401, 413, 415) and
+//! config errors that stop `weir run` before it starts.
 
 mod run_support;
 
@@ -138,6 +138,68 @@ fn status_codes_of_the_http_source() {
     );
     assert_eq!(s["sources"]["api"]["records"], 4);
     assert_eq!(s["sources"]["api"]["refused_requests"], 6);
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A compressed body is refused with 415 naming its coding, whatever its
+/// `Content-Type` (it was read as NDJSON and refused as "not JSON", or stored as a raw
+/// record of compressed bytes); nothing of it is stored, and each refusal is counted.
+#[test]
+fn an_unsupported_content_encoding_gets_415_for_every_content_type() {
+    use std::io::Write as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let (status, http) = (free_addr(), free_addr());
+    let path = write_config(tmp.path(), &config(tmp.path(), status, http, ""));
+    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
+
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(b"{\"a\":1}\n{\"a\":2}\n").unwrap();
+    let gzip = gzip.finish().unwrap();
+    // Not real Brotli: the body is refused by its header before it is read.
+    let br = b"\x1b\x0f\x00\xf8\xa5\x40".to_vec();
+    let content_types = [
+        None,
+        Some("application/x-ndjson"),
+        Some("application/octet-stream"),
+        Some("text/plain"),
+    ];
+    let mut refused = 0;
+    for (coding, body) in [("gzip", &gzip), ("br", &br)] {
+        for content_type in content_types {
+            let encoding = format!("Content-Encoding: {coding}");
+            let mut headers = vec![encoding.as_str()];
+            let content_type = content_type.map(|ct| format!("Content-Type: {ct}"));
+            headers.extend(content_type.as_deref());
+            let r = post(http, "/ingest", &headers, body).unwrap();
+            let answer = String::from_utf8_lossy(&r.2);
+            assert_eq!(r.0, 415, "{coding}, {content_type:?}: {answer}");
+            let v: serde_json::Value = serde_json::from_slice(&r.2).unwrap();
+            let message = v["error"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("Content-Encoding {coding} is not supported"))
+                    && message.contains("identity"),
+                "{message}"
+            );
+            refused += 1;
+        }
+    }
+
+    // identity is the body as sent.
+    let r = post(
+        http,
+        "/ingest",
+        &["Content-Encoding: identity"],
+        b"{\"a\":1}\n",
+    )
+    .unwrap();
+    assert_eq!(r.0, 200, "{}", String::from_utf8_lossy(&r.2));
+    let s = daemon.wait_for(
+        "the sink to store the identity record",
+        std::time::Duration::from_secs(10),
+        |s| s["sinks"]["out"]["records"] == 1,
+    );
+    assert_eq!(s["sources"]["api"]["records"], 1);
+    assert_eq!(s["sources"]["api"]["refused_requests"], refused);
     assert_eq!(daemon.stop(), Some(0));
 }
 

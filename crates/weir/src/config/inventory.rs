@@ -105,6 +105,21 @@ impl Config {
                 self.runtime.log_queue, self.runtime.log_line_max_bytes
             ),
         );
+        Bounds::new("status".to_owned(), &mut queues).add(
+            "connections",
+            Some(self.runtime.status_max_connections.get().into()),
+            times(
+                self.runtime.status_max_connections.get(),
+                crate::serve::CONNECTION_MEMORY_BYTES,
+            ),
+            format!(
+                "the status server's open connections' buffers: status_max_connections {} × {}; \
+                 a request head within status_header_timeout {}",
+                self.runtime.status_max_connections,
+                crate::keys::ByteSize::kib(crate::serve::CONNECTION_MEMORY_BYTES / 1024),
+                self.runtime.status_header_timeout
+            ),
+        );
         let history = crate::telemetry::history::HistoryLayout::pipeline(
             self.sources.keys().map(String::as_str),
             self.sinks.keys().map(String::as_str),
@@ -230,6 +245,8 @@ row_group_bytes = "5 MiB"
                 ("sinks.store.reader", Some(2), 2 * MIB + 7 * MIB),
                 ("sinks.store.encoder", Some(1), 5 * MIB),
                 ("runtime.log_queue", Some(10), 10 * KIB),
+                // The default status_max_connections.
+                ("status.connections", Some(64), 64 * 32 * KIB),
                 // 2 sources × 7 + the WAL's 7 + 2 sinks × 10 + 3 queues × 2 = 47
                 // series, and a timestamp, for each of 900 samples.
                 ("runtime.history", Some(900), 900 * (1 + 47) * 8),
@@ -245,6 +262,7 @@ row_group_bytes = "5 MiB"
             + 9 * MIB
             + 5 * MIB
             + 10 * KIB
+            + 64 * 32 * KIB
             + 900 * 48 * 8;
         assert_eq!(inventory.memory_estimate_bytes, hand_sum);
         assert_eq!(inventory.memory_target_bytes, MIB);

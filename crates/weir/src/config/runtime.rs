@@ -22,6 +22,12 @@ pub struct RuntimeConfig {
     pub status_addr: SocketAddr,
     /// `status_public`: whether a non-loopback `status_addr` is intended.
     pub status_public: bool,
+    /// `status_max_connections`: connections the status server holds open at once;
+    /// further clients wait in the kernel's listen backlog.
+    pub status_max_connections: NonZeroU32,
+    /// `status_header_timeout`: how long a status client may take to send a request
+    /// head, once connected or after its previous response (the idle timeout).
+    pub status_header_timeout: Duration,
     /// `shutdown_timeout`: how long shutdown may drain sinks (zero: do not drain).
     #[serde(serialize_with = "serialize_std_duration")]
     pub shutdown_timeout: std::time::Duration,
@@ -64,6 +70,19 @@ impl RuntimeConfig {
                 "Whether a non-loopback `status_addr` is intended (the endpoints have no authentication).",
             )
             .or(false);
+        let status_max_connections = s
+            .key(
+                "status_max_connections",
+                "Connections the status server holds open at once (each holds a file descriptor and up to 32 KiB of buffers); further clients wait in the listen backlog.",
+            )
+            .unit("connections")
+            .or(NonZeroU32::new(64).unwrap_or(NonZeroU32::MIN));
+        let status_header_timeout = s
+            .key(
+                "status_header_timeout",
+                "How long a status client may take to send a request head once connected or after its previous response; then its connection is closed.",
+            )
+            .or(Duration::secs(10));
         let shutdown_timeout = s
             .key(
                 "shutdown_timeout",
@@ -97,6 +116,8 @@ impl RuntimeConfig {
             memory_target,
             status_addr,
             status_public,
+            status_max_connections,
+            status_header_timeout,
             shutdown_timeout,
             log_queue,
             log_line_max_bytes,

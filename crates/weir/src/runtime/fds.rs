@@ -9,9 +9,9 @@ use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use crate::config::Config;
 use crate::sources::SourceKind;
 
-/// Descriptors weir needs besides the HTTP sources' connections: WAL segments (the
-/// writer's and each sink's reader), cursor and sink files, the status server's
-/// connections, the listeners, stdio.
+/// Descriptors weir needs besides the HTTP sources' and the status server's
+/// connections: WAL segments (the writer's and each sink's reader), cursor and sink
+/// files, the listeners, stdio.
 pub const RESERVED_FDS: u64 = 256;
 
 /// The open-file limit after [`raise_fd_limit`].
@@ -54,8 +54,8 @@ pub fn raise_fd_limit() -> std::io::Result<FdLimit> {
     })
 }
 
-/// The descriptors `config` may hold at once: every HTTP source's `max_connections`
-/// plus [`RESERVED_FDS`].
+/// The descriptors `config` may hold at once: every HTTP source's `max_connections`,
+/// `runtime.status_max_connections` and [`RESERVED_FDS`].
 pub fn fds_needed(config: &Config) -> u64 {
     let connections: u64 = config
         .sources
@@ -65,7 +65,7 @@ pub fn fds_needed(config: &Config) -> u64 {
             _ => 0,
         })
         .sum();
-    connections + RESERVED_FDS
+    connections + u64::from(config.runtime.status_max_connections.get()) + RESERVED_FDS
 }
 
 /// The warning for a limit below `needed`, if it is.
@@ -79,8 +79,9 @@ pub fn low_limit_warning(limit: &FdLimit, needed: u64) -> Option<String> {
         .map_or_else(|| "unlimited".to_owned(), |h| h.to_string());
     Some(format!(
         "the open-file limit is {soft} (hard limit {hard}), below the {needed} this \
-         configuration may need (the HTTP sources' max_connections + {RESERVED_FDS}); \
-         raise it (ulimit -n, or LimitNOFILE= under systemd) or lower max_connections, \
+         configuration may need (the HTTP sources' max_connections + \
+         runtime.status_max_connections + {RESERVED_FDS}); raise it (ulimit -n, or \
+         LimitNOFILE= under systemd) or lower those caps, \
          or a burst of connections can make opening a WAL segment fail"
     ))
 }

@@ -242,7 +242,7 @@ pub struct Running {
     drivers: JoinSet<()>,
     reflect: JoinHandle<()>,
     history: JoinHandle<()>,
-    status_server: JoinHandle<std::io::Result<()>>,
+    status_server: JoinHandle<()>,
     live: Option<JoinHandle<()>>,
 }
 
@@ -381,12 +381,16 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
         config.sources.keys().map(String::as_str),
         config.sinks.keys().map(String::as_str),
     ));
+    let limits = crate::serve::Limits {
+        max_connections: config.runtime.status_max_connections,
+        header_timeout: config.runtime.status_header_timeout.get(),
+    };
     let status_server = tokio::spawn({
         let telemetry = telemetry.clone();
         let mut stop = stop_rx.clone();
         async move {
             let shutdown = async move { crate::pipeline::stopped(&mut stop).await };
-            telemetry.serve(status_listener, shutdown).await
+            telemetry.serve(status_listener, limits, shutdown).await;
         }
     });
     let live = live::spawn_if_terminal(Arc::clone(&registry), log);

@@ -7,9 +7,11 @@ use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Json};
 use axum::routing::get;
+use hyper_util::service::TowerToHyperService;
 
 use super::dashboard::DASHBOARD_HTML;
 use super::registry::Telemetry;
+use crate::serve::{CONNECTION_MEMORY_BYTES, Limits, Server};
 
 impl Telemetry {
     /// The telemetry routes, ready to serve on `runtime.status_addr`:
@@ -28,24 +30,32 @@ impl Telemetry {
             .with_state(self.clone())
     }
 
-    /// Serves [`router`](Self::router) on `listener` until `shutdown` completes.
+    /// Serves [`router`](Self::router) on `listener` within `limits` (a connection
+    /// cap, a header and idle timeout: [`crate::serve`]) until `shutdown` completes;
+    /// in-flight requests are then answered. Its open connections are reported as the
+    /// queue `status.connections`.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future stops accepting connections and drops those in progress;
-    /// prefer completing `shutdown`, which lets in-flight requests finish.
-    ///
-    /// # Errors
-    ///
-    /// The listener's I/O error, should accepting fail for good.
+    /// Not meant to be cancelled (its connections would be left running); complete
+    /// `shutdown` instead.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
+        limits: Limits,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        let server = Server::new("status server", "runtime.status_max_connections", limits);
+        let connections = server.connections();
+        self.register_queue(
+            "status.connections",
+            Some(connections.max()),
+            Some(connections.max().saturating_mul(CONNECTION_MEMORY_BYTES)),
+            move || connections.flow_stats(),
+        );
+        server
+            .serve(listener, TowerToHyperService::new(self.router()), shutdown)
+            .await;
     }
 }
 

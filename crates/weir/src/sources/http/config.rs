@@ -5,9 +5,9 @@ use std::num::NonZeroU32;
 
 use serde::Serialize;
 
-use super::serve::CONNECTION_MEMORY_BYTES;
 use crate::keys::units::serialize_std_duration;
 use crate::keys::{Bounds, ByteSize, Duration, Section, check_env_name, times};
+use crate::serve::CONNECTION_MEMORY_BYTES;
 use crate::sources::SourceKeys;
 
 /// `type = "http"`: POST NDJSON; 200 once durable, 503 + `Retry-After` when admission

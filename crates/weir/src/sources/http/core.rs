@@ -30,6 +30,20 @@ pub fn body_kind(content_type: Option<&str>) -> BodyKind {
     }
 }
 
+/// The content codings the source decodes: none besides `identity` (the body as sent).
+pub const SUPPORTED_ENCODINGS: &str = "identity";
+
+/// The first coding of the `Content-Encoding` header values that the source cannot
+/// decode, if any: every coding but `identity` (absent: `identity`). The values are
+/// comma-separated lists, as HTTP allows several codings and several header lines.
+pub fn unsupported_encoding<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
+    values
+        .into_iter()
+        .flat_map(|value| value.split(|&b| b == b','))
+        .map(|coding| String::from_utf8_lossy(coding.trim_ascii()).to_ascii_lowercase())
+        .find(|coding| !coding.is_empty() && coding != "identity")
+}
+
 /// A line of an NDJSON body that is not JSON (or not UTF-8, which JSON text must be).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line} is not JSON ({reason}); send one UTF-8 JSON value per line")]
@@ -142,6 +156,27 @@ mod tests {
         }
         let good = Bytes::from("{\"id\":\"h\u{e9}\u{2603}\"}".as_bytes().to_vec());
         assert_eq!(split_ndjson(&good).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn every_coding_but_identity_is_unsupported() {
+        let none: [&[u8]; 0] = [];
+        assert_eq!(unsupported_encoding(none), None);
+        assert_eq!(unsupported_encoding([&b"identity"[..]]), None);
+        assert_eq!(unsupported_encoding([&b" Identity "[..]]), None);
+        assert_eq!(unsupported_encoding([&b"br"[..]]), Some("br".to_owned()));
+        assert_eq!(
+            unsupported_encoding([&b"GZIP"[..]]),
+            Some("gzip".to_owned())
+        );
+        assert_eq!(
+            unsupported_encoding([&b"identity, zstd"[..]]),
+            Some("zstd".to_owned())
+        );
+        assert_eq!(
+            unsupported_encoding([&b"identity"[..], &b"deflate"[..]]),
+            Some("deflate".to_owned())
+        );
     }
 
     #[test]

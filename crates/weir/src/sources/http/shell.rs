@@ -9,15 +9,19 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
+use hyper_util::service::TowerToHyperService;
 use tokio::sync::watch;
 use weir_flow::semaphore::{Semaphore, SemaphoreConfig};
 use weir_wal::{AppendError, Batch};
 
 use super::config::HttpSourceConfig;
-use super::core::{BodyKind, authorized, body_kind, split_ndjson};
+use super::core::{
+    BodyKind, SUPPORTED_ENCODINGS, authorized, body_kind, split_ndjson, unsupported_encoding,
+};
 use crate::pipeline::ingest::{AdmitError, Ingest};
 use crate::pipeline::stats::add;
 use crate::record::Record;
+use crate::serve::{CONNECTION_MEMORY_BYTES, Limits, Server};
 use crate::sources::{SourceContext, StartSource};
 
 /// What `Retry-After` says, in seconds.
@@ -69,7 +73,15 @@ impl StartSource for HttpSourceConfig {
         {
             let stats = Arc::clone(cx.ingest.stats_arc());
             let name = Arc::clone(&cx.name);
-            match run(cx.name, self, token, listener, cx.ingest, cx.stop).await {
+            let server = server(&name, &self);
+            let connections = server.connections();
+            cx.telemetry.register_queue(
+                &format!("sources.{name}.connections"),
+                Some(connections.max()),
+                Some(connections.max().saturating_mul(CONNECTION_MEMORY_BYTES)),
+                move || connections.flow_stats(),
+            );
+            match run(cx.name, self, token, listener, server, cx.ingest, cx.stop).await {
                 Err(e) => {
                     tracing::error!("source {name}: serving failed: {e}");
                     stats
@@ -82,8 +94,20 @@ impl StartSource for HttpSourceConfig {
     }
 }
 
-/// Serves the source on `listener` until `stop` turns true; in-flight requests are
-/// answered before it returns.
+/// The source's bounded server: `max_connections`, `header_timeout`.
+pub fn server(name: &str, config: &HttpSourceConfig) -> Server {
+    Server::new(
+        format!("source {name}"),
+        "max_connections",
+        Limits {
+            max_connections: config.max_connections,
+            header_timeout: config.header_timeout.get(),
+        },
+    )
+}
+
+/// Serves the source on `listener` through `server` until `stop` turns true;
+/// in-flight requests are answered before it returns.
 ///
 /// # Cancel safety
 ///
@@ -93,8 +117,9 @@ pub async fn run(
     config: HttpSourceConfig,
     token: Option<String>,
     listener: tokio::net::TcpListener,
+    server: Server,
     ingest: Ingest,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let shared = Arc::new(Shared {
         name,
@@ -107,15 +132,13 @@ pub async fn run(
             config.max_concurrent_requests.get(),
         ))),
     });
-    let limits = super::serve::Limits {
-        max_connections: config.max_connections.get(),
-        header_timeout: config.header_timeout.get(),
-    };
-    let name = Arc::clone(&shared.name);
     let app = axum::Router::new()
         .route(&config.path, axum::routing::post(ingest_handler))
         .with_state(shared);
-    super::serve::serve(&name, listener, app, limits, stop).await;
+    let shutdown = async move { crate::pipeline::stopped(&mut stop).await };
+    server
+        .serve(listener, TowerToHyperService::new(app), shutdown)
+        .await;
     Ok(())
 }
 
@@ -171,6 +194,20 @@ async fn handle(shared: &Shared, headers: &HeaderMap, body: Body) -> Response {
         return error(
             StatusCode::UNAUTHORIZED,
             "expected Authorization: Bearer <token>",
+        );
+    }
+    if let Some(coding) = unsupported_encoding(
+        headers
+            .get_all(header::CONTENT_ENCODING)
+            .iter()
+            .map(|v| v.as_bytes()),
+    ) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Encoding {coding} is not supported (supported: {SUPPORTED_ENCODINGS}); \
+                 send the body uncompressed"
+            ),
         );
     }
     let declared = headers
