@@ -301,11 +301,14 @@ fn a_deleted_consumer_is_created_again_after_the_last_durable_message() {
     let expected: BTreeSet<String> = (0..2 * HALF).map(|i| format!("m:{i}")).collect();
     assert_eq!(seen, expected, "every message, at least once");
     let status = daemon.status();
-    assert_eq!(source_field(&status, "consumer_recreated"), 1, "{status:#}");
+    // Once, or twice when the test's delete was refused half-done and sent again
+    // after the source had created the consumer again.
+    let recreated = source_field(&status, "consumer_recreated");
+    assert!((1..=2).contains(&recreated), "{status:#}");
     assert_eq!(component(&status, SOURCE)["state"], "running", "{status:#}");
     let warned = log_lines(&daemon, "was deleted");
     assert!(
-        warned.len() == 1
+        warned.len() as u64 == recreated
             && warned[0].contains(" WARN ")
             && warned[0].contains("\"weir\"")
             && warned[0].contains(&format!("from stream sequence {}", HALF + 1)),
