@@ -299,4 +299,96 @@ mod tests {
         }
         assert_eq!(w.due(250), Err(Exhausted { index: 0 }));
     }
+
+    /// One step of the shell, as a property test drives it.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Publish,
+        Ack(usize, bool),
+        Fail(usize, bool),
+        Wait(u64),
+        Reconnect,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => Just(Step::Publish),
+            3 => (0..32usize, any::<bool>()).prop_map(|(i, old)| Step::Ack(i, old)),
+            1 => (0..32usize, any::<bool>()).prop_map(|(i, old)| Step::Fail(i, old)),
+            2 => (0..400u64).prop_map(Step::Wait),
+            1 => Just(Step::Reconnect),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Driven as the shell drives it, the window settles each publish at most once,
+        /// counts exactly the unsettled ones, always has a deadline while one is
+        /// unsettled (a write never waits forever), hands back due publishes in batch
+        /// order, and never sends one more than `retries` times past its first after a
+        /// timeout or an error.
+        #[test]
+        fn the_window_keeps_its_books(steps in proptest::collection::vec(step(), 1..300)) {
+            const RETRIES: u32 = 3;
+            let mut w = AckWindow::new(100, RETRIES);
+            let mut now = 0u64;
+            let mut sends: Vec<SendId> = Vec::new(); // per index: its current send
+            let mut settled: Vec<bool> = Vec::new();
+            for step in steps {
+                match step {
+                    Step::Publish => {
+                        let index = sends.len();
+                        sends.push(w.sent(index, now));
+                        settled.push(false);
+                    }
+                    Step::Ack(i, old) if i < sends.len() => {
+                        let _ = old; // any send settles it
+                        let first = w.acked(i);
+                        proptest::prop_assert_eq!(first, !settled[i], "index {}", i);
+                        settled[i] = true;
+                    }
+                    Step::Fail(i, old) if i < sends.len() => {
+                        let send = if old && sends[i] > 1 { sends[i] - 1 } else { sends[i] };
+                        match w.failed(i, send, now) {
+                            Failed::GiveUp => return Ok(()),
+                            Failed::Retry => proptest::prop_assert!(!settled[i] && send == sends[i]),
+                            Failed::Stale => {}
+                        }
+                    }
+                    Step::Wait(ms) => {
+                        now += ms;
+                        match w.due(now) {
+                            Err(Exhausted { index }) => {
+                                proptest::prop_assert!(!settled[index]);
+                                return Ok(());
+                            }
+                            Ok(due) => {
+                                proptest::prop_assert!(due.resend.windows(2).all(|p| p[0] < p[1]));
+                                proptest::prop_assert!(due.timed_out <= due.resend.len());
+                                for i in due.resend {
+                                    proptest::prop_assert!(!settled[i]);
+                                    sends[i] = w.sent(i, now);
+                                    proptest::prop_assert!(sends[i] <= RETRIES + 1 + 64);
+                                }
+                            }
+                        }
+                    }
+                    Step::Reconnect => {
+                        for i in w.reconnected() {
+                            proptest::prop_assert!(!settled[i]);
+                            sends[i] = w.sent(i, now);
+                        }
+                    }
+                    Step::Ack(..) | Step::Fail(..) => {}
+                }
+                let unsettled = settled.iter().filter(|s| !**s).count();
+                proptest::prop_assert_eq!(w.len(), unsettled);
+                let next = w.next_due_ms();
+                proptest::prop_assert_eq!(next.is_some(), unsettled > 0);
+                if let Some(at) = next {
+                    proptest::prop_assert!(at <= now + 100, "a deadline at most one timeout away");
+                }
+            }
+        }
+    }
 }
