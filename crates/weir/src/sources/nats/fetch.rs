@@ -25,6 +25,9 @@ use crate::telemetry::State;
 
 /// How long a fetch waits at the server for messages.
 const FETCH_EXPIRES: Duration = Duration::from_secs(1);
+/// Silence past `FETCH_EXPIRES` after which a fetch counts as failed: the client ends a
+/// fetch the server never answered after `expires` + 5 s, with nothing.
+const FETCH_SILENCE: Duration = Duration::from_secs(2);
 /// Longest wait between fetch retries after errors, and between attempts to create a
 /// deleted consumer again.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -107,12 +110,15 @@ pub(super) async fn fetch_loop(
             }
         };
         shared.ledger().status_mut().fetches += 1;
+        let fetched_at = tokio::time::Instant::now();
+        let mut answered = false;
         loop {
             let next = tokio::select! {
                 biased;
                 () = crate::pipeline::stopped(&mut stop) => break 'fetching,
                 next = batch.next() => next,
             };
+            answered |= next.is_some();
             let message = match next {
                 None => break,
                 Some(Ok(m)) => m,
@@ -153,6 +159,18 @@ pub(super) async fn fetch_loop(
             if let Err(e) = tx.send(item).await {
                 drop(e);
                 break 'fetching;
+            }
+        }
+        // The server answers a fetch within `expires` (messages, or a status saying there
+        // are none); silence past that is what a pull to a deleted consumer gets.
+        let waited = fetched_at.elapsed();
+        if !answered && waited >= FETCH_EXPIRES + FETCH_SILENCE {
+            let delay = recovery
+                .failed(format!("no answer to a fetch within {waited:.1?}"))
+                .await;
+            tokio::select! {
+                () = crate::pipeline::stopped(&mut stop) => break,
+                () = tokio::time::sleep(delay) => {}
             }
         }
         shared
