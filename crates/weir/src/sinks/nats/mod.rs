@@ -9,13 +9,19 @@
 //! duplicate window, and two instances (two WALs) never collide.
 //!
 //! A write publishes its batch with at most `max_inflight` PubAcks outstanding and
-//! returns once all came back. A PubAck error or timeout (`ack_timeout`) publishes
-//! that record again with the same id, up to `retries` times; then the write fails,
-//! counted, and the driver retries the batch with backoff.
+//! returns once all came back. Each PubAck's deadline (`ack_timeout`)
+//! starts when its record is published, and the PubAcks are awaited together: a window
+//! whose acks were all lost (the server died) costs one `ack_timeout`, not one per
+//! record. A record whose PubAck timed out or failed is published again with the same
+//! id, up to `retries` times; then the write fails, counted, and the driver retries the
+//! batch with backoff. When the connection comes back after it was lost, every record
+//! still awaiting its PubAck is published again at once (not counted as a retry), and
+//! the client tries to reconnect at least once per `ack_timeout` (at most every 4 s).
 
 mod config;
 mod core;
 mod shell;
+mod window;
 
 pub use self::config::NatsSinkConfig;
 pub use self::core::{SubjectTemplate, header_name, header_value, msg_id};

@@ -1,17 +1,23 @@
 //! The running `nats` sink (see the [module docs](super)).
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::context::{PublishAckFuture, PublishError};
+use async_nats::jetstream::publish::PublishAck as PubAck;
 use async_nats::jetstream::{self, Context};
-use async_nats::{ConnectOptions, HeaderMap};
+use async_nats::{ConnectOptions, Event, HeaderMap};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde::Serialize;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::config::NatsSinkConfig;
 use super::core::{SubjectTemplate, header_name, header_value, msg_id};
+use super::window::{AckWindow, Exhausted, Failed, SendId};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
 use crate::record::EncodeError;
 use crate::record::Record;
@@ -66,7 +72,11 @@ impl NatsSinkStats {
     }
 
     fn error(&self, message: String) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.errors_n(1, message);
+    }
+
+    fn errors_n(&self, n: u64, message: String) {
+        self.errors.fetch_add(n, Ordering::Relaxed);
         *self
             .last_error
             .lock()
@@ -83,6 +93,8 @@ pub struct NatsSink {
     js: Option<Context>,
     stats: Arc<NatsSinkStats>,
     subject: String,
+    /// Bumped each time the client reconnects after losing its connection.
+    connects: watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for NatsSink {
@@ -115,6 +127,7 @@ impl OpenSink for NatsSinkConfig {
             js: None,
             stats,
             subject: String::new(),
+            connects: watch::channel(0).1,
         })
     }
 }
@@ -125,7 +138,11 @@ impl NatsSink {
         if let Some(js) = &self.js {
             return Ok(js.clone());
         }
-        let options = self.options().await.map_err(SinkError::Permanent)?;
+        let (reconnected, connects) = watch::channel(0u64);
+        let options = self
+            .options(reconnected)
+            .await
+            .map_err(SinkError::Permanent)?;
         let addrs = self
             .config
             .url
@@ -137,14 +154,23 @@ impl NatsSink {
             .await
             .map_err(|_| self.transient("connecting: no answer within 10s".to_owned()))?
             .map_err(|e| self.transient(format!("connecting: {e}")))?;
+        let ack_timeout = self.config.ack_timeout.get();
+        // PubAcks of publishes sent again stay awaited until their own timeout: room
+        // for a few windows of them.
+        let max_ack_inflight = (self.config.max_inflight.get() as usize).saturating_mul(4);
         let js = jetstream::ContextBuilder::new()
-            .timeout(self.config.ack_timeout.get())
+            .timeout(ack_timeout)
+            .ack_timeout(ack_timeout)
+            .max_ack_inflight(max_ack_inflight.max(5000))
             .build(client);
         self.js = Some(js.clone());
+        self.connects = connects;
         Ok(js)
     }
 
-    async fn options(&self) -> Result<ConnectOptions, String> {
+    /// The connect options; `reconnected` is bumped each time the connection comes
+    /// back after it was lost.
+    async fn options(&self, reconnected: watch::Sender<u64>) -> Result<ConnectOptions, String> {
         let c = &self.config;
         let mut o = match &c.creds_file {
             Some(p) => ConnectOptions::with_credentials_file(p)
@@ -168,9 +194,23 @@ impl NatsSink {
                 o = o.add_root_certificates(ca.clone());
             }
         }
+        let lost = Arc::new(AtomicBool::new(false));
+        let reconnected = Arc::new(reconnected);
+        let ack_timeout = c.ack_timeout.get();
         Ok(o.name(format!("weir-sink-{}", self.name))
             .connection_timeout(Duration::from_secs(5))
-            .max_reconnects(None))
+            .max_reconnects(None)
+            .reconnect_delay_callback(move |attempts| reconnect_delay(attempts, ack_timeout))
+            .event_callback(move |event| {
+                match event {
+                    Event::Disconnected => lost.store(true, Ordering::Relaxed),
+                    Event::Connected if lost.swap(false, Ordering::Relaxed) => {
+                        reconnected.send_modify(|n| *n += 1);
+                    }
+                    _ => {}
+                }
+                std::future::ready(())
+            }))
     }
 
     fn transient(&self, message: String) -> SinkError {
@@ -197,14 +237,119 @@ impl NatsSink {
         Ok(bytes::Bytes::from(out))
     }
 
-    /// Sends one record; returns the future of its PubAck.
+    /// Publishes `batch` with at most `max_inflight` PubAcks outstanding, each with a
+    /// deadline from when it was sent ([`AckWindow`]), and returns once every record's
+    /// PubAck came back. Publishes due again (a timeout, or the backoff after an error)
+    /// and every unsettled one after a reconnection are sent again with the same
+    /// `Nats-Msg-Id`.
+    async fn publish_all(
+        &mut self,
+        js: &Context,
+        batch: &SinkBatch,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<(), SinkError> {
+        let max = self.config.max_inflight.get() as usize;
+        let ack_timeout_ms =
+            u64::try_from(self.config.ack_timeout.get().as_millis()).unwrap_or(u64::MAX);
+        let mut window = AckWindow::new(ack_timeout_ms, self.config.retries);
+        let mut acks = PubAcks::new();
+        let mut connects = self.connects.clone();
+        connects.mark_unchanged();
+        let started = Instant::now();
+        let now_ms = || u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut next = 0;
+        loop {
+            while next < batch.records.len() && window.len() < max {
+                let index = next;
+                next += 1;
+                let record = &batch.records[index];
+                let body = match self.body(record) {
+                    Ok(body) => body,
+                    Err(reason) => {
+                        rejects.push(Unencodable {
+                            record: record.clone(),
+                            reason,
+                        });
+                        continue;
+                    }
+                };
+                let ack = self.send(js, batch, index, body).await?;
+                let send = window.sent(index, now_ms());
+                acks.push(pub_ack(index, send, ack));
+            }
+            self.stats
+                .in_flight
+                .store(window.len() as u64, Ordering::Relaxed);
+            if window.is_empty() && next >= batch.records.len() {
+                return Ok(());
+            }
+            let due_at = window
+                .next_due_ms()
+                .map_or(started + Duration::from_secs(3600), |ms| {
+                    started + Duration::from_millis(ms)
+                });
+            tokio::select! {
+                Some((index, send, result)) = acks.next() => match result {
+                    Ok(pub_ack) => {
+                        if window.acked(index) {
+                            self.stats.published.fetch_add(1, Ordering::Relaxed);
+                            if pub_ack.duplicate {
+                                self.stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let offset = batch.positions[index].offset;
+                        match window.failed(index, send, now_ms()) {
+                            Failed::Stale => {}
+                            Failed::Retry => self.stats.error(format!("PubAck for offset {offset}: {e}")),
+                            Failed::GiveUp => {
+                                return Err(self.transient(format!(
+                                    "PubAck for offset {offset}: {e} (after {} retries)",
+                                    self.config.retries
+                                )));
+                            }
+                        }
+                    }
+                },
+                () = tokio::time::sleep_until(due_at) => {
+                    let now = now_ms();
+                    let due = window.due(now).map_err(|Exhausted { index }| {
+                        self.transient(format!(
+                            "no PubAck for offset {} within ack_timeout {} (after {} retries)",
+                            batch.positions[index].offset, self.config.ack_timeout, self.config.retries
+                        ))
+                    })?;
+                    if due.timed_out > 0 {
+                        self.stats.errors_n(due.timed_out as u64, format!(
+                            "{} PubAcks missing after ack_timeout {}; sent again",
+                            due.timed_out, self.config.ack_timeout
+                        ));
+                    }
+                    for index in due.resend {
+                        self.resend(js, batch, index, &mut window, &mut acks, now).await?;
+                    }
+                },
+                Ok(()) = connects.changed() => {
+                    let now = now_ms();
+                    for index in window.reconnected() {
+                        self.resend(js, batch, index, &mut window, &mut acks, now).await?;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Sends record `index` of `batch`; returns the future of its PubAck.
     async fn send(
         &mut self,
         js: &Context,
-        record: &Record,
+        batch: &SinkBatch,
+        index: usize,
         body: bytes::Bytes,
-        offset: u64,
     ) -> Result<PublishAckFuture, SinkError> {
+        let record = &batch.records[index];
+        let offset = batch.positions[index].offset;
         self.template
             .render(&record.source, &record.key, &mut self.subject);
         let mut headers = HeaderMap::new();
@@ -230,45 +375,47 @@ impl NatsSink {
             })
     }
 
-    /// Waits for one PubAck; on an error or a timeout, publishes the record again
-    /// (same `Nats-Msg-Id`) up to `retries` times.
-    async fn settle(
+    /// Sends record `index` again (same `Nats-Msg-Id`) and adds its PubAck to `acks`.
+    async fn resend(
         &mut self,
         js: &Context,
         batch: &SinkBatch,
         index: usize,
-        mut ack: PublishAckFuture,
+        window: &mut AckWindow,
+        acks: &mut PubAcks,
+        now_ms: u64,
     ) -> Result<(), SinkError> {
-        let mut attempt = 0;
-        loop {
-            match ack.await {
-                Ok(pub_ack) => {
-                    self.stats.published.fetch_add(1, Ordering::Relaxed);
-                    if pub_ack.duplicate {
-                        self.stats.duplicates.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return Ok(());
-                }
-                Err(e) => {
-                    let message =
-                        format!("PubAck for offset {}: {e}", batch.positions[index].offset);
-                    self.stats.error(message.clone());
-                    if attempt >= self.config.retries {
-                        return Err(self.transient(message));
-                    }
-                    attempt += 1;
-                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
-                    let record = &batch.records[index];
-                    // It was projected before it was first sent: it is again.
-                    let body = self.body(record).unwrap_or_else(|_| record.payload.clone());
-                    ack = self
-                        .send(js, record, body, batch.positions[index].offset)
-                        .await?;
-                }
-            }
-        }
+        let record = &batch.records[index];
+        // It was projected before it was first sent: it is again.
+        let body = self.body(record).unwrap_or_else(|_| record.payload.clone());
+        let ack = self.send(js, batch, index, body).await?;
+        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+        let send = window.sent(index, now_ms);
+        acks.push(pub_ack(index, send, ack));
+        Ok(())
     }
+}
+
+/// The wait before reconnection attempt `attempts`: at once, then doubling from 2 ms up
+/// to `ack_timeout` (at most 4 s), so that a server back from a restart is found within
+/// about one `ack_timeout`.
+fn reconnect_delay(attempts: usize, ack_timeout: Duration) -> Duration {
+    if attempts <= 1 {
+        return Duration::ZERO;
+    }
+    let exp = u32::try_from(attempts - 1).unwrap_or(u32::MAX).min(20);
+    Duration::from_millis(1 << exp).min(ack_timeout.min(Duration::from_secs(4)))
+}
+
+/// A PubAck with its publish's index and send.
+type Awaited = Pin<Box<dyn Future<Output = (usize, SendId, Result<PubAck, PublishError>)> + Send>>;
+
+/// The PubAcks awaited.
+type PubAcks = FuturesUnordered<Awaited>;
+
+/// The PubAck of send `send` of publish `index`.
+fn pub_ack(index: usize, send: SendId, ack: PublishAckFuture) -> Awaited {
+    Box::pin(async move { (index, send, ack.await) })
 }
 
 impl Sink for NatsSink {
@@ -285,42 +432,7 @@ impl Sink for NatsSink {
         rejects: &mut Vec<Unencodable>,
     ) -> Result<Written, SinkError> {
         let js = self.context().await?;
-        let max = self.config.max_inflight.get() as usize;
-        let mut in_flight: VecDeque<(usize, PublishAckFuture)> = VecDeque::with_capacity(max);
-        let result = async {
-            for (i, record) in batch.records.iter().enumerate() {
-                if in_flight.len() >= max
-                    && let Some((j, ack)) = in_flight.pop_front()
-                {
-                    self.settle(&js, batch, j, ack).await?;
-                }
-                let body = match self.body(record) {
-                    Ok(body) => body,
-                    Err(reason) => {
-                        rejects.push(Unencodable {
-                            record: record.clone(),
-                            reason,
-                        });
-                        continue;
-                    }
-                };
-                let ack = self
-                    .send(&js, record, body, batch.positions[i].offset)
-                    .await?;
-                in_flight.push_back((i, ack));
-                self.stats
-                    .in_flight
-                    .store(in_flight.len() as u64, Ordering::Relaxed);
-            }
-            while let Some((j, ack)) = in_flight.pop_front() {
-                self.settle(&js, batch, j, ack).await?;
-                self.stats
-                    .in_flight
-                    .store(in_flight.len() as u64, Ordering::Relaxed);
-            }
-            Ok::<(), SinkError>(())
-        }
-        .await;
+        let result = self.publish_all(&js, batch, rejects).await;
         self.stats.in_flight.store(0, Ordering::Relaxed);
         result?;
         Ok(Written {

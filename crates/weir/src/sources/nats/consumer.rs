@@ -108,6 +108,61 @@ async fn bind(
     Ok((duplicate_window, consumer, info))
 }
 
+/// Whether the durable consumer is still there, as its info says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ConsumerCheck {
+    /// It is (or the server could not say): the fetch error was something else.
+    Present,
+    /// It was deleted.
+    Missing,
+    /// Its stream was deleted.
+    StreamMissing,
+}
+
+/// Reads the consumer's info to tell a deleted consumer from other fetch errors.
+pub(super) async fn check(consumer: &mut PullConsumer) -> ConsumerCheck {
+    use async_nats::jetstream::context::ConsumerInfoErrorKind;
+    match tokio::time::timeout(Duration::from_secs(5), consumer.info()).await {
+        Ok(Err(e)) if e.kind() == ConsumerInfoErrorKind::NotFound => ConsumerCheck::Missing,
+        Ok(Err(e)) if e.kind() == ConsumerInfoErrorKind::StreamNotFound => {
+            ConsumerCheck::StreamMissing
+        }
+        _ => ConsumerCheck::Present,
+    }
+}
+
+/// Creates the durable consumer again with the configured settings (it was deleted),
+/// delivering from stream sequence `start` when given, else by `deliver_policy`; binds
+/// it if another instance created it first.
+///
+/// # Errors
+///
+/// What failed: the stream is gone, or the server refused the consumer.
+pub(super) async fn recreate(
+    client: &Client,
+    config: &NatsConfig,
+    start: Option<u64>,
+) -> Result<PullConsumer, String> {
+    let js = async_nats::jetstream::new(client.clone());
+    let stream = js
+        .get_stream(&config.stream)
+        .await
+        .map_err(|e| format!("cannot read stream {:?}: {e}", config.stream))?;
+    let mut settings = consumer_config(config)?;
+    if let Some(start_sequence) = start {
+        settings.deliver_policy = consumer::DeliverPolicy::ByStartSequence { start_sequence };
+    }
+    stream
+        .get_or_create_consumer(&config.consumer, settings)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot create consumer {:?} on stream {:?}: {e}",
+                config.consumer, config.stream
+            )
+        })
+}
+
 /// How long the startup check retries JetStream requests that time out or find no
 /// leader (a cluster electing one after losing a node).
 const BIND_PATIENCE: Duration = Duration::from_secs(30);

@@ -187,6 +187,16 @@ pub struct NatsStatus {
     pub progress_acks: u64,
     /// Messages larger than `max_message_bytes`, quarantined and acked.
     pub quarantined: u64,
+    /// The highest stream sequence made durable (or quarantined) in this run; 0 before
+    /// the first.
+    pub last_durable_seq: u64,
+    /// The consumer's ack floor as the server last reported it: every message up to
+    /// it was acked (by any instance).
+    pub ack_floor_seq: u64,
+    /// Times the durable consumer was found deleted and created again.
+    pub consumer_recreated: u64,
+    /// Fetch requests that failed.
+    pub fetch_errors: u64,
     /// Units appended to the WAL and not yet durable (several are on their way at
     /// once: unit k+1 is appended while unit k is fsynced).
     pub units_in_flight: u64,
@@ -196,6 +206,45 @@ pub struct NatsStatus {
     pub last_error: Option<String>,
     /// The startup warnings about the consumer's settings.
     pub warnings: Vec<String>,
+}
+
+/// Repeated errors logged without flooding: the first at once, then at most one line
+/// per interval with how many came since the last line.
+#[derive(Debug)]
+pub struct ErrorLog {
+    every_ms: u64,
+    logged_ms: Option<u64>,
+    since: u64,
+}
+
+impl ErrorLog {
+    /// At most one line per `every_ms`.
+    pub fn new(every_ms: u64) -> Self {
+        Self {
+            every_ms,
+            logged_ms: None,
+            since: 0,
+        }
+    }
+
+    /// An error at `now_ms`: `Some(n)` when a line is due now, `n` being the errors
+    /// since the last line (this one included); `None` when it is only counted.
+    pub fn note(&mut self, now_ms: u64) -> Option<u64> {
+        self.since += 1;
+        match self.logged_ms {
+            Some(at) if now_ms.saturating_sub(at) < self.every_ms => None,
+            _ => {
+                self.logged_ms = Some(now_ms);
+                Some(std::mem::take(&mut self.since))
+            }
+        }
+    }
+
+    /// The errors stopped (a fetch succeeded): the next one is logged at once.
+    pub fn clear(&mut self) {
+        self.logged_ms = None;
+        self.since = 0;
+    }
 }
 
 /// Which fetched messages are owed what. See the [module docs](self).
@@ -266,6 +315,7 @@ impl Ledger {
             if let Some(p) = self.pending.remove(seq) {
                 replies.push(p.reply);
             }
+            self.status.last_durable_seq = self.status.last_durable_seq.max(*seq);
             if self.config.remembered > 0 && self.durable.insert(*seq) {
                 self.durable_order.push_back(*seq);
                 if self.durable_order.len() > self.config.remembered
@@ -315,6 +365,21 @@ impl Ledger {
     /// `ack_wait`, between 50 ms and 5 s.
     pub fn progress_interval_ms(&self) -> u64 {
         (self.config.ack_wait_ms / 8).clamp(50, 5000)
+    }
+
+    /// The consumer's ack floor, as the server reported it.
+    pub fn set_ack_floor(&mut self, stream_seq: u64) {
+        self.status.ack_floor_seq = self.status.ack_floor_seq.max(stream_seq);
+    }
+
+    /// Where a consumer created again after it was deleted starts: after the last
+    /// message known durable, in this run's WAL or (the ack floor) anywhere; `None`
+    /// when none is known, and the configured `deliver_policy` applies. Messages on
+    /// their way to the WAL with a lower sequence become durable in this run; those
+    /// above are delivered again (at least once).
+    pub fn resume_after(&self) -> Option<u64> {
+        let seq = self.status.last_durable_seq.max(self.status.ack_floor_seq);
+        (seq > 0).then_some(seq)
     }
 
     /// Messages fetched and not yet durable.
@@ -428,6 +493,42 @@ mod tests {
             l.fetched(10, 2, "r".into(), 0),
             Fetched::AlreadyDurable("r".into())
         );
+    }
+
+    #[test]
+    fn a_recreated_consumer_resumes_after_the_last_durable_message() {
+        let mut l = ledger();
+        assert_eq!(
+            l.resume_after(),
+            None,
+            "nothing known: the configured policy"
+        );
+        for seq in 1..=5 {
+            let _ = l.fetched(seq, 1, format!("r{seq}"), 0);
+        }
+        let _ = l.durable(&[1, 2, 3]);
+        assert_eq!(l.resume_after(), Some(3));
+        // A redelivery made durable late does not move it back.
+        let _ = l.durable(&[2]);
+        assert_eq!(l.resume_after(), Some(3));
+        // Another instance's acks moved the floor further.
+        l.set_ack_floor(10);
+        assert_eq!(l.resume_after(), Some(10));
+        l.set_ack_floor(4);
+        assert_eq!(l.resume_after(), Some(10));
+        assert_eq!(l.status().last_durable_seq, 3);
+    }
+
+    #[test]
+    fn repeated_errors_are_a_line_per_interval_with_counts() {
+        let mut log = ErrorLog::new(10_000);
+        assert_eq!(log.note(0), Some(1), "the first at once");
+        let lines: Vec<u64> = (1..=100u64)
+            .filter_map(|i| log.note(i * 200)) // 20 s of errors
+            .collect();
+        assert_eq!(lines, vec![50, 50], "one line per 10 s, with the count");
+        log.clear();
+        assert_eq!(log.note(20_100), Some(1), "after a success, at once again");
     }
 
     #[test]

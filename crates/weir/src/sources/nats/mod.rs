@@ -27,9 +27,16 @@
 //!   the consumer's `ack_wait` (a full WAL, a slow fsync), so JetStream does not
 //!   redeliver it, and reads the consumer's info (ack pending) for `/status`.
 //!
+//! A failed fetch is retried with backoff and logged at WARN (the first at once, then
+//! at most every 10 s). When the durable consumer turns out deleted, the fetcher creates
+//! it again with the configured settings, delivering from the message after the last one
+//! known durable ([`core::Ledger::resume_after`]), logged at WARN; when it cannot (the
+//! stream is gone too), the source is `failed` with the cause and tries again every 10 s.
+//!
 //! Records: key = subject; attributes `nats.stream`, `nats.seq`, `nats.subject`,
 //! `nats.redelivered` and each header as `nats.header.NAME`. A message above
-//! `max_message_bytes` goes to the quarantine, then is acked.
+//! `max_message_bytes` goes to the quarantine, then is acked; the quarantine logs it
+//! (rate-limited) and counts it.
 //!
 //! Delivery: at least once. After a crash the server redelivers what was not acked
 //! (after `ack_wait`); what was acked is in the WAL. Several instances bound to one

@@ -165,7 +165,7 @@ pub async fn run(
         Arc::clone(&shared),
         stop.clone(),
     ));
-    fetch_loop(&name, &config, &connected, tx, &shared, stop).await;
+    fetch_loop(&name, &config, &connected, tx, &shared, &ingest, stop).await;
     let _ = appender.await;
     progress.abort();
     let _ = connected.client.flush().await;
@@ -193,7 +193,9 @@ async fn progress_loop(client: Client, mut consumer: PullConsumer, shared: Arc<S
             match tokio::time::timeout(Duration::from_secs(2), consumer.info()).await {
                 Ok(Ok(info)) => {
                     let (ack_pending, pending) = (info.num_ack_pending as u64, info.num_pending);
+                    let ack_floor = info.ack_floor.stream_sequence;
                     let mut ledger = shared.ledger();
+                    ledger.set_ack_floor(ack_floor);
                     let s = ledger.status_mut();
                     s.ack_pending = ack_pending;
                     s.num_pending = pending;
