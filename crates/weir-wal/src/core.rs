@@ -187,6 +187,13 @@ impl Core {
             .min(self.fs_room)
     }
 
+    /// The most the log can hold now: `max_disk`, or what it holds plus the room left on
+    /// its filesystem (its reserve kept back) when that is less.
+    pub fn capacity(&self) -> u64 {
+        self.max_disk
+            .min(self.disk_bytes.saturating_add(self.fs_room))
+    }
+
     /// Whether the filesystem, rather than `max_disk`, is what leaves no room for `needed`.
     pub fn fs_is_short(&self, needed: u64) -> bool {
         self.fs_room < needed && self.fs_room < self.max_disk.saturating_sub(self.disk_bytes)
@@ -502,6 +509,18 @@ mod tests {
             c.record_write(2, 200, 0);
             assert_eq!(c.fs_room, 140, "writing takes room");
         }
+    }
+
+    #[test]
+    fn capacity_is_the_budget_or_what_the_filesystem_leaves_if_less() {
+        let mut c = core(OnFull::Block);
+        c.max_disk = 1 << 30;
+        assert_eq!(c.capacity(), 1 << 30, "no reading of the filesystem yet");
+        fill(&mut c, 3);
+        c.fs_room = 16 << 20;
+        assert_eq!(c.capacity(), c.disk_bytes + (16 << 20));
+        c.max_disk = 1 << 20;
+        assert_eq!(c.capacity(), 1 << 20);
     }
 
     #[test]

@@ -319,6 +319,14 @@ impl Wal {
         self.inner.max_disk
     }
 
+    /// The most the log can hold now: `max_disk`, or, when its filesystem has less room
+    /// left (its reserve kept back), what it holds plus that room. What budget-aware
+    /// rotation measures against: on a filesystem smaller than `max_disk`, the disk
+    /// fills long before the budget does. Cheap: one lock, no I/O.
+    pub fn capacity(&self) -> u64 {
+        self.inner.shared.core().capacity()
+    }
+
     /// Frame bytes the log holds from `offset` to its end (estimated in proportion
     /// within the segment holding `offset`): what a cursor at `offset` keeps from
     /// retention. Cheap: one lock, no I/O.

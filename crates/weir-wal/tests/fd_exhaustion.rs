@@ -1,7 +1,9 @@
 //! Out of file descriptors (EMFILE) when the writer opens its next segment: appends are
 //! refused (`reject`) or wait (`block`), the log is not poisoned, and it goes on by
-//! itself once descriptors are available again. The test lowers its own process's
-//! `RLIMIT_NOFILE` (nextest runs each test in its own process).
+//! itself once descriptors are available again. Each test lowers its process's
+//! `RLIMIT_NOFILE`, which is process-wide, and counts the descriptors open: so each runs
+//! its body in a process of its own (the test binary run again for that one test),
+//! whichever runner started it (`cargo test` shares one process between tests).
 
 mod common;
 
@@ -10,6 +12,37 @@ use std::time::Duration;
 use common::numbered;
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use weir_wal::{AppendError, CursorConfig, OnFull, Wal, WalConfig};
+
+/// Set in the process [`in_own_process`] starts.
+const CHILD: &str = "WEIR_WAL_FD_TEST_CHILD";
+
+/// Runs `body` on a tokio runtime in a process of its own: this test binary again, with
+/// only the test `name`. In that process, runs it.
+fn in_own_process<F: Future<Output = ()>>(name: &str, body: impl FnOnce() -> F) {
+    if std::env::var_os(CHILD).is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(body());
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{name} failed in its own process:\n{text}"
+    );
+    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+}
 
 fn open(dir: &std::path::Path, on_full: OnFull) -> Wal {
     let config = WalConfig::builder(dir)
@@ -46,8 +79,15 @@ fn exhaust_fds() -> Rlimit {
 /// Appends batches of 8 × 8000 B until one lands in a new segment (rotation).
 const SIZE: usize = 8000;
 
-#[tokio::test]
-async fn no_descriptor_for_the_next_segment_is_a_refusal_under_reject_not_a_poison() {
+#[test]
+fn no_descriptor_for_the_next_segment_is_a_refusal_under_reject_not_a_poison() {
+    in_own_process(
+        "no_descriptor_for_the_next_segment_is_a_refusal_under_reject_not_a_poison",
+        refusal_under_reject,
+    );
+}
+
+async fn refusal_under_reject() {
     let dir = tempfile::tempdir().unwrap();
     let wal = open(dir.path(), OnFull::Reject);
     // Fill the first segment (64 KiB) almost: the next batch must rotate.
@@ -84,8 +124,15 @@ async fn no_descriptor_for_the_next_segment_is_a_refusal_under_reject_not_a_pois
     wal.close().await;
 }
 
-#[tokio::test]
-async fn no_descriptor_for_the_next_segment_makes_appends_wait_under_block() {
+#[test]
+fn no_descriptor_for_the_next_segment_makes_appends_wait_under_block() {
+    in_own_process(
+        "no_descriptor_for_the_next_segment_makes_appends_wait_under_block",
+        wait_under_block,
+    );
+}
+
+async fn wait_under_block() {
     let dir = tempfile::tempdir().unwrap();
     let wal = open(dir.path(), OnFull::Block);
     let mut acked = 0;

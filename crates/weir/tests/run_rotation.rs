@@ -76,3 +76,67 @@ rotate = {{ age = "60s", max_wal_share = "50%" }}
     );
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// The WAL on a 24 MiB filesystem with `max_disk = "1 GiB"`: the disk fills long before
+/// the budget. Budget-aware rotation measures the open file against what the WAL can
+/// hold there, so the file is closed before the disk is full, and the generator is not
+/// held for the file's whole age. (Before, it measured against `max_disk` alone: the
+/// disk filled at about 20 MiB and the generator waited for `rotate.age`.)
+#[test]
+fn rotation_sees_the_room_left_on_the_wals_filesystem() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fs) = run_support::tmpfs::SmallFs::mount(&dir.path().join("small"), "24m") else {
+        return;
+    };
+    let status = free_addr();
+    let out = dir.path().join("lake");
+    let text = format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status}"
+
+[wal]
+dir = "{wal}"
+max_disk = "1 GiB"
+segment_bytes = "1 MiB"
+on_full = "block"
+
+[sources.gen]
+type = "generator"
+rate = 20000
+size = 200
+
+[sinks.lake]
+type = "parquet"
+inputs = ["gen"]
+path = "{out}"
+rotate = {{ age = "60s", max_wal_share = "50%" }}
+"#,
+        data = dir.path().join("data").display(),
+        wal = fs.path().join("wal").display(),
+        out = out.display(),
+    );
+    let path = write_config(dir.path(), &text);
+    let daemon = Daemon::start(dir.path(), &path, status, &[]);
+    // About 4.5 MB/s: 60 MB through a 24 MiB disk is ~13 s of flow; blocked until the
+    // file's age it would take over 60 s.
+    let s = daemon.wait_for(
+        "three times the filesystem's size through the WAL",
+        Duration::from_secs(40),
+        |s| s["wal"]["appended_bytes"].as_u64().unwrap_or(0) >= 60_000_000,
+    );
+    let files = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+        .count();
+    assert!(files >= 3, "files closed by the room they pinned: {files}");
+    assert!(
+        s["wal"]["poisoned"].is_null() && s["wal"]["fs_full_events"] == 0,
+        "the disk never filled: {:#}",
+        s["wal"]
+    );
+    assert_eq!(daemon.stop(), Some(0));
+    drop(fs);
+}

@@ -24,8 +24,9 @@ pub struct Rotate {
     /// `rotate.max_wal_share`: budget-aware rotation, for sinks whose cursor waits until
     /// a file is closed (Parquet, object store): the open file is closed early once the
     /// WAL bytes it covers (from its first record to the last one handed to it) reach
-    /// this share of `wal.max_disk`, so that a healthy but buffering sink never fills
-    /// the WAL (under `on_full = "block"` it would stall every source).
+    /// this share of `wal.max_disk`, or of what the WAL's filesystem can hold when that
+    /// is less ([`weir_wal::Wal::capacity`]), so that a healthy but buffering sink never
+    /// fills the WAL or its disk (under `on_full = "block"` it would stall every source).
     pub max_wal_share: Share,
 }
 
@@ -94,7 +95,7 @@ pub fn parse_rotate(s: &mut Section<'_>, default_age: Option<Duration>, pins_wal
     let max_wal_share = if pins_wal {
         t.key(
             "max_wal_share",
-            "Close the open file early once the WAL it covers reaches this share of `wal.max_disk` (its cursor waits for the file).",
+            "Close the open file early once the WAL it covers reaches this share of `wal.max_disk`, or of what the WAL's filesystem can hold if that is less (its cursor waits for the file).",
         )
         .or(default.max_wal_share)
     } else {
@@ -136,5 +137,5 @@ pub fn pins_too_much(
     let covered = wal
         .bytes_since(first_offset)
         .saturating_sub(wal.bytes_since(next_offset));
-    covered >= rotate.max_wal_share.of(wal.max_disk())
+    covered >= rotate.max_wal_share.of(wal.capacity())
 }

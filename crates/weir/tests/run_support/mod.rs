@@ -15,6 +15,7 @@ pub mod process;
 pub mod s3;
 pub mod tail;
 pub mod tls;
+pub mod tmpfs;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
