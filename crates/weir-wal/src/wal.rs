@@ -314,6 +314,11 @@ impl Wal {
         &self.inner.id
     }
 
+    /// The log's directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.inner.shared.dir
+    }
+
     /// The disk budget (`max_disk`).
     pub fn max_disk(&self) -> u64 {
         self.inner.max_disk

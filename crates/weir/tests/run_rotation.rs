@@ -140,3 +140,85 @@ rotate = {{ age = "60s", max_wal_share = "50%" }}
     assert_eq!(daemon.stop(), Some(0));
     drop(fs);
 }
+
+/// The WAL and a Parquet lake on one 24 MiB filesystem, until the lake fills it: the
+/// sink stops short of the WAL's 4 MiB reserve and waits, `failed` with the reason,
+/// instead of taking the reserve (after which the WAL could not append and the pipeline
+/// retried ENOSPC for ever). Once files are moved away, it goes on by itself.
+#[test]
+fn a_lake_on_the_wals_filesystem_leaves_the_wals_reserve_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fs) = run_support::tmpfs::SmallFs::mount(&dir.path().join("small"), "24m") else {
+        return;
+    };
+    let status = free_addr();
+    let lake = fs.path().join("lake");
+    let text = format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status}"
+
+[wal]
+max_disk = "1 GiB"
+segment_bytes = "1 MiB"
+on_full = "block"
+
+[sources.gen]
+type = "generator"
+rate = 20000
+size = 200
+
+[sinks.lake]
+type = "parquet"
+inputs = ["gen"]
+path = "{lake}"
+retry = {{ initial = "100ms", max = "500ms" }}
+rotate = {{ age = "1s" }}
+"#,
+        data = fs.path().join("data").display(),
+        lake = lake.display(),
+    );
+    let path = write_config(dir.path(), &text);
+    let daemon = Daemon::start(dir.path(), &path, status, &[]);
+    let lake_state = |s: &serde_json::Value| {
+        s["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "sink" && c["name"] == "lake")
+            .cloned()
+            .unwrap()
+    };
+    let s = daemon.wait_for("the lake to fill the disk", Duration::from_secs(90), |s| {
+        lake_state(s)["state"] == "failed"
+    });
+    let reason = lake_state(&s)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(reason.contains("keeps its last"), "{reason}");
+    let free = {
+        let st = rustix::fs::statvfs(fs.path()).unwrap();
+        st.f_bavail * st.f_frsize
+    };
+    assert!(
+        free >= 3 << 20,
+        "the WAL's reserve is still free: {free} bytes ({reason})"
+    );
+    assert!(s["wal"]["poisoned"].is_null(), "{:#}", s["wal"]);
+
+    // The operator moves the lake's files away: it goes on.
+    let before = s["sources"]["gen"]["records"].as_u64().unwrap();
+    for entry in std::fs::read_dir(&lake).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "parquet") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    daemon.wait_for("the pipeline to go on", Duration::from_secs(30), |s| {
+        s["sources"]["gen"]["records"].as_u64().unwrap_or(0) > before + 20_000
+    });
+    assert_eq!(daemon.stop(), Some(0));
+    drop(fs);
+}

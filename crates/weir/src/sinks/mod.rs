@@ -28,6 +28,7 @@ pub mod lines;
 pub mod nats;
 pub mod object_store;
 pub mod parquet;
+pub mod reserve;
 pub mod rotate;
 pub mod schema;
 

@@ -13,6 +13,7 @@ use super::config::ParquetConfig;
 use super::error::ParquetSinkError;
 use super::writer::{FooterMetadata, ParquetFileWriter};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::reserve::WalReserve;
 use crate::sinks::rotate::{Rotate, pins_too_much};
 use crate::sinks::{OpenSink, SinkContext};
 
@@ -30,6 +31,9 @@ struct State {
     pinning: Option<(Rotate, weir_wal::Wal)>,
     /// The end (next offset) of the last batch handed to the writer.
     last_next: Option<u64>,
+    /// Set when the lake is on the WAL's filesystem: a write that would take the WAL's
+    /// reserve waits instead.
+    reserve: Option<WalReserve>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -74,6 +78,7 @@ impl OpenSink for ParquetConfig {
         let sink = ParquetSink::open(name, self, FooterMetadata::from_context(cx))?;
         let mut state = lock(&sink.state);
         state.pinning = Some((self.rotate, cx.wal.clone()));
+        state.reserve = WalReserve::for_dir(cx.wal.dir(), &self.path);
         if let Some(stats) = state.writer.typed_stats() {
             crate::sinks::schema::register(name, stats, &cx.telemetry);
             let shown = Arc::clone(stats);
@@ -105,6 +110,7 @@ impl ParquetSink {
                 writer,
                 pinning: None,
                 last_next: None,
+                reserve: None,
             })),
         })
     }
@@ -143,6 +149,15 @@ impl Sink for ParquetSink {
             let Some(last) = batch.next_offset.checked_sub(1) else {
                 return Ok((Written::default(), Vec::new()));
             };
+            // At most what is buffered and the batch's payloads reach the disk now.
+            if let Some(reserve) = &state.reserve {
+                let needed = state.writer.buffered_bytes() + batch.bytes;
+                reserve.check(needed).map_err(|reason| SinkError::Io {
+                    action: "writing into",
+                    path: reserve.dir().to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::StorageFull, reason),
+                })?;
+            }
             state
                 .writer
                 .write(&batch.records, last)
