@@ -509,12 +509,9 @@ impl Quarantine {
         let counter = |name: &str, help: &str, reason: Option<&str>| {
             let mut labels = vec![("sink", sink)];
             labels.extend(reason.map(|r| ("reason", r)));
-            self.shared
-                .telemetry
-                .get()
-                .map_or_else(Counter::default, |telemetry| {
-                    telemetry.counter(name, help, &labels)
-                })
+            self.shared.telemetry.get().map_or_else(Counter::default, |telemetry| {
+                telemetry.counter(name, help, &labels)
+            })
         };
         let records = counter(
             "weir_quarantine_records_total",

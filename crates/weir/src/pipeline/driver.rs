@@ -504,9 +504,7 @@ async fn to_quarantine(
     let n = entries.len();
     // On the blocking pool: the cursor moves past these only once they are on disk.
     if let Err(QuarantineError::Blocking(e)) = quarantine.put_durable(name, entries).await {
-        tracing::error!(
-            "sink {name}: {n} records could not be encoded, and quarantining them did not complete: {e}"
-        );
+        tracing::error!("sink {name}: {n} records could not be encoded, and quarantining them did not complete: {e}");
     }
 }
 

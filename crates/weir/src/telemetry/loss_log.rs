@@ -255,11 +255,7 @@ mod tests {
                 reason: "HTTP 400: bad".to_owned()
             })
         );
-        assert_eq!(
-            window.due_at(),
-            None,
-            "nothing pending after the first line"
-        );
+        assert_eq!(window.due_at(), None, "nothing pending after the first line");
     }
 
     #[test]

@@ -534,7 +534,8 @@ async fn encode(
                          above the WAL's batch limit ({max_batch_bytes}: wal.max_pending_bytes, and at most half of wal.max_disk); lower max_message_bytes or raise those",
                         record.topic
                     );
-                    quarantine_message(name, quarantine, record.payload, reason).await?;
+                    quarantine_message(name, quarantine, record.payload, reason)
+                        .await?;
                     continue;
                 }
                 if !batch.is_empty() && batch.encoded_len() + framed > max_batch_bytes {
