@@ -24,7 +24,8 @@ pub struct ObjectStoreStats {
     pub retries: AtomicU64,
     /// Uploads aborted (a failed object, or one recorded by an earlier run).
     pub aborted_uploads: AtomicU64,
-    /// Recorded uploads the store refused to abort (logged at WARN).
+    /// Recorded uploads the store refused to abort and whose object is not stored
+    /// (logged at WARN).
     pub unabortable_uploads: AtomicU64,
     /// Retries of requests made outside the stage.
     pub inline_retries: AtomicU64,
