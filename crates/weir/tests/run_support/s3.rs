@@ -259,6 +259,36 @@ pub struct FaultProxy {
     stop: Arc<AtomicBool>,
     config: Arc<std::sync::Mutex<Faults>>,
     link: Arc<Link>,
+    open: Arc<AtomicU64>,
+    hold: Arc<Hold>,
+}
+
+/// Requests whose request line contains `pattern` wait until it is cleared.
+#[derive(Default)]
+struct Hold {
+    pattern: std::sync::Mutex<Option<String>>,
+    released: std::sync::Condvar,
+    /// Requests waiting now.
+    waiting: AtomicU64,
+}
+
+impl Hold {
+    fn wait_if_matching(&self, request: &[u8]) {
+        let line_end = request
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(request.len());
+        let line = String::from_utf8_lossy(&request[..line_end]).into_owned();
+        let mut pattern = self.pattern.lock().expect("lock");
+        if !pattern.as_deref().is_some_and(|p| line.contains(p)) {
+            return;
+        }
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        while pattern.as_deref().is_some_and(|p| line.contains(p)) {
+            pattern = self.released.wait(pattern).expect("wait");
+        }
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// At most `max` requests forwarded at once (0: no cap): the proxy's link capacity.
@@ -306,26 +336,41 @@ impl FaultProxy {
             stop: Arc::default(),
             config: Arc::new(std::sync::Mutex::new((Vec::new(), Duration::ZERO))),
             link: Arc::default(),
+            open: Arc::default(),
+            hold: Arc::default(),
         };
-        let (requests, faults, stop, config, link) = (
+        let (requests, faults, stop, config, link, open, hold) = (
             Arc::clone(&proxy.requests),
             Arc::clone(&proxy.faults),
             Arc::clone(&proxy.stop),
             Arc::clone(&proxy.config),
             Arc::clone(&proxy.link),
+            Arc::clone(&proxy.open),
+            Arc::clone(&proxy.hold),
         );
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((client, _)) => {
-                        let (requests, faults, config, link) = (
+                        let (requests, faults, config, link, open, hold) = (
                             Arc::clone(&requests),
                             Arc::clone(&faults),
                             Arc::clone(&config),
                             Arc::clone(&link),
+                            Arc::clone(&open),
+                            Arc::clone(&hold),
                         );
+                        open.fetch_add(1, Ordering::SeqCst);
                         std::thread::spawn(move || {
-                            serve(client, upstream, &requests, &faults, &config, &link);
+                            let shared = Shared {
+                                requests: &requests,
+                                faults: &faults,
+                                config: &config,
+                                link: &link,
+                                hold: &hold,
+                            };
+                            serve(client, upstream, &shared);
+                            open.fetch_sub(1, Ordering::SeqCst);
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -341,6 +386,39 @@ impl FaultProxy {
         self.link.max.store(max, Ordering::Relaxed);
     }
 
+    /// Requests whose request line contains `pattern` (`"?uploads"`: a
+    /// CreateMultipartUpload) wait before they are forwarded, until
+    /// [`FaultProxy::release`].
+    pub fn hold(&self, pattern: &str) {
+        *self.hold.pattern.lock().expect("lock") = Some(pattern.to_owned());
+    }
+
+    /// Lets held requests go on.
+    pub fn release(&self) {
+        *self.hold.pattern.lock().expect("lock") = None;
+        self.hold.released.notify_all();
+    }
+
+    /// Requests held now.
+    pub fn held(&self) -> u64 {
+        self.hold.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Waits until no client connection is open: every request a client sent whole
+    /// has been forwarded and answered upstream (after a client was killed, the store
+    /// has finished all it had been asked).
+    pub fn wait_idle(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.open.load(Ordering::SeqCst) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{} proxied connections still open",
+                self.open.load(Ordering::SeqCst)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// From now on, every `every`th request gets `fault`, for each pair; forwarded ones
     /// wait `delay`.
     pub fn set(&self, faults: &[(Fault, u64)], delay: Duration) {
@@ -352,6 +430,7 @@ impl FaultProxy {
 impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.release();
     }
 }
 
@@ -385,15 +464,25 @@ fn read_request(client: &mut TcpStream) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-fn serve(
-    mut client: TcpStream,
-    upstream: SocketAddr,
-    requests: &AtomicU64,
-    faults: &AtomicU64,
-    config: &std::sync::Mutex<Faults>,
-    link: &Link,
-) {
+/// What the proxy's connections share.
+struct Shared<'a> {
+    requests: &'a AtomicU64,
+    faults: &'a AtomicU64,
+    config: &'a std::sync::Mutex<Faults>,
+    link: &'a Link,
+    hold: &'a Hold,
+}
+
+fn serve(mut client: TcpStream, upstream: SocketAddr, shared: &Shared<'_>) {
+    let Shared {
+        requests,
+        faults,
+        config,
+        link,
+        hold,
+    } = shared;
     while let Some(request) = read_request(&mut client) {
+        hold.wait_if_matching(&request);
         let n = requests.fetch_add(1, Ordering::Relaxed) + 1;
         let (rules, delay) = config.lock().expect("lock").clone();
         let fault = rules

@@ -2,9 +2,13 @@
 //! writing, durable before the store sees them.
 //!
 //! One JSON line per event, appended and fsynced:
-//! - `{"first":F,"key":K,"upload":ID}` when a multipart upload starts;
-//! - `{"first":F,"key":K,"last":L}` when an object is closed, before its PUT or its
-//!   CompleteMultipartUpload.
+//! - `{"first":F,"key":K,"upload":ID,"shape":S}` when a multipart upload starts;
+//! - `{"first":F,"key":K,"last":L,"shape":S}` when an object is closed, before its PUT
+//!   or its CompleteMultipartUpload.
+//!
+//! `S` is the [`Shape`] of the config that wrote the line: a hash of each key that
+//! shapes the object's bytes or its name. Lines written before it existed have none;
+//! they are taken as written by the current config.
 //!
 //! After a crash the sink reads it back ([`Journal::open`]): every object recorded with
 //! its `last` is cut again at exactly that boundary and under the same key, so it is
@@ -20,6 +24,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::shape::Shape;
+
 /// The journal's file name in the sink's state directory.
 pub const JOURNAL_FILE: &str = "object_store.journal";
 
@@ -32,6 +38,9 @@ pub struct Recorded {
     pub upload: Option<String>,
     /// Its last offset, once it was closed.
     pub last: Option<u64>,
+    /// The shape of the config that recorded it (none from a journal older than
+    /// shapes).
+    pub shape: Option<Shape>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -42,6 +51,8 @@ struct Line {
     upload: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shape: Option<Shape>,
 }
 
 /// An open journal (blocking I/O: call it on a blocking thread).
@@ -49,6 +60,8 @@ struct Line {
 pub struct Journal {
     path: PathBuf,
     file: File,
+    /// The shape stamped on every line appended.
+    shape: Shape,
     /// Lines appended since the last rewrite.
     lines: u64,
 }
@@ -61,13 +74,14 @@ fn io(action: &str, path: &Path, e: std::io::Error) -> String {
 }
 
 impl Journal {
-    /// Opens (creating) the journal in `dir` and reads back what it records. A torn
-    /// last line (a crash while appending) is ignored: nothing was sent for it.
+    /// Opens (creating) the journal in `dir` and reads back what it records; lines
+    /// appended from now on carry `shape`. A torn last line (a crash while appending)
+    /// is ignored: nothing was sent for it.
     ///
     /// # Errors
     ///
     /// What could not be created, read or parsed, with the path.
-    pub fn open(dir: &Path) -> Result<(Journal, BTreeMap<u64, Recorded>), String> {
+    pub fn open(dir: &Path, shape: Shape) -> Result<(Journal, BTreeMap<u64, Recorded>), String> {
         fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
         let path = dir.join(JOURNAL_FILE);
         let text = match fs::read(&path) {
@@ -98,13 +112,21 @@ impl Journal {
             if line.last.is_some() {
                 entry.last = line.last;
             }
+            if line.shape.is_some() {
+                entry.shape = line.shape;
+            }
         }
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
             .map_err(|e| io("open", &path, e))?;
-        let mut journal = Journal { path, file, lines };
+        let mut journal = Journal {
+            path,
+            file,
+            shape,
+            lines,
+        };
         if complete < text.len() {
             tracing::warn!(
                 "object store journal {}: ignoring a torn last line of {} bytes (a crash while it was written)",
@@ -128,6 +150,7 @@ impl Journal {
             key: key.to_owned(),
             upload: Some(upload.to_owned()),
             last: None,
+            shape: Some(self.shape.clone()),
         })
     }
 
@@ -142,7 +165,18 @@ impl Journal {
             key: key.to_owned(),
             upload: None,
             last: Some(last),
+            shape: Some(self.shape.clone()),
         })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The shape stamped on the lines appended.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
     }
 
     /// Lines appended since the journal was last rewritten.
@@ -166,6 +200,7 @@ impl Journal {
                 key: r.key.clone(),
                 upload: r.upload.clone(),
                 last: r.last,
+                shape: r.shape.clone(),
             };
             serde_json::to_writer(&mut text, &line).expect("a journal line serializes");
             text.push(b'\n');
@@ -223,7 +258,7 @@ mod tests {
     fn what_is_recorded_is_read_back_and_a_torn_line_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let (mut j, recorded) = Journal::open(dir.path()).unwrap();
+            let (mut j, recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
             assert!(recorded.is_empty());
             j.started(0, "a/0", "up-1").unwrap();
             j.closed(0, "a/0", 99).unwrap();
@@ -235,14 +270,15 @@ mod tests {
         text.extend_from_slice(b"{\"first\":200,\"ke");
         fs::write(&path, text).unwrap();
 
-        let (mut j, recorded) = Journal::open(dir.path()).unwrap();
+        let (mut j, recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
         assert_eq!(recorded.len(), 3);
         assert_eq!(
             recorded[&0],
             Recorded {
                 key: "a/0".into(),
                 upload: Some("up-1".into()),
-                last: Some(99)
+                last: Some(99),
+                shape: Some(Shape::default()),
             }
         );
         assert_eq!(recorded[&100].last, Some(150));
@@ -250,23 +286,47 @@ mod tests {
         assert_eq!(recorded[&151].last, None);
         // The torn line is gone: the next append starts a line of its own.
         j.closed(151, "a/151", 160).unwrap();
-        let (_, again) = Journal::open(dir.path()).unwrap();
+        let (_, again) = Journal::open(dir.path(), Shape::default()).unwrap();
         assert_eq!(again[&151].last, Some(160));
     }
 
     #[test]
     fn compaction_keeps_what_the_cursor_has_not_passed() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let (mut j, _) = Journal::open(dir.path(), Shape::default()).unwrap();
         j.closed(0, "k0", 9).unwrap();
         j.closed(10, "k10", 19).unwrap();
         j.started(20, "k20", "up").unwrap();
-        let (_, mut recorded) = Journal::open(dir.path()).unwrap();
+        let (_, mut recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
         j.compact(&mut recorded, 10).unwrap();
         assert_eq!(recorded.keys().copied().collect::<Vec<_>>(), vec![10, 20]);
-        let (_, back) = Journal::open(dir.path()).unwrap();
+        let (_, back) = Journal::open(dir.path(), Shape::default()).unwrap();
         assert_eq!(back, recorded);
         assert_eq!(j.lines(), 2);
+    }
+
+    #[test]
+    fn each_entry_keeps_the_shape_it_was_recorded_with_and_old_lines_have_none() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join(JOURNAL_FILE),
+            "{\"first\":0,\"key\":\"k0\",\"last\":9}\n",
+        )
+        .unwrap();
+        let shape: Shape = serde_json::from_str(r#"{"format":"00000000000000aa"}"#).unwrap();
+        let (mut j, recorded) = Journal::open(dir.path(), shape.clone()).unwrap();
+        assert_eq!(recorded[&0].shape, None, "a line from before shapes");
+        j.closed(10, "k10", 19).unwrap();
+        let (mut j, mut recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
+        assert_eq!(recorded[&10].shape.as_ref(), Some(&shape));
+        j.compact(&mut recorded, 0).unwrap();
+        let (_, back) = Journal::open(dir.path(), Shape::default()).unwrap();
+        assert_eq!(back[&0].shape, None);
+        assert_eq!(
+            back[&10].shape.as_ref(),
+            Some(&shape),
+            "kept through a rewrite"
+        );
     }
 
     #[test]
@@ -277,7 +337,7 @@ mod tests {
             "{\"first\":1,\"key\":\"k\"}\nnot json\n",
         )
         .unwrap();
-        let err = Journal::open(dir.path()).unwrap_err();
+        let err = Journal::open(dir.path(), Shape::default()).unwrap_err();
         assert!(
             err.contains("line 2") && err.contains(JOURNAL_FILE),
             "{err}"

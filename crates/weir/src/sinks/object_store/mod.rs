@@ -6,6 +6,8 @@
 //! - `naming`: object names from the WAL's identity and each object's first offset.
 //! - `journal`: each object's boundaries, key and upload id, durable before the store
 //!   sees them.
+//! - `shape`: the keys that shape an object's bytes or name, recorded with it, and the
+//!   refusal to replay a recorded object under a config that would write it otherwise.
 //! - `encode`: the open object's encoder (the Parquet sink's, or NDJSON).
 //! - `store`: the stores, with the `object_store` crate's own retries off.
 //! - `shell`: the running sink ([`ObjectStoreSink`]): opening, the cursor's marks,
@@ -21,6 +23,7 @@ mod journal;
 mod naming;
 mod object;
 mod recovery;
+mod shape;
 mod shell;
 mod stats;
 mod store;

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::encode::ObjectEncoder;
-use super::shell::{Mark, ObjectStoreSink, abandoned};
+use super::shell::{Mark, ObjectStoreSink, abandoned, lock};
+use super::stats::InFlight;
 use super::store::Metadata;
 use super::upload::{Op, Upload};
 use crate::pipeline::{SinkBatch, SinkError, Unencodable};
@@ -115,6 +116,8 @@ impl ObjectStoreSink {
                 let (first, key) = (open.first, open.key.clone());
                 let metadata = self.metadata(first, None);
                 let store = self.store.clone();
+                // The upload is in flight from its CreateMultipartUpload on.
+                let _creating = InFlight::new(&self.stats);
                 let id = self
                     .with_retries("CreateMultipartUpload", || {
                         let (store, key, metadata) =
@@ -135,6 +138,7 @@ impl ObjectStoreSink {
                 let entry = self.recorded.entry(first).or_default();
                 entry.key = key;
                 entry.upload = Some(id.clone());
+                entry.shape = Some(lock(&self.journal).shape().clone());
                 let upload = Arc::new(Upload {
                     id,
                     tags: Mutex::new(Vec::new()),
@@ -179,6 +183,7 @@ impl ObjectStoreSink {
         let entry = self.recorded.entry(first).or_default();
         entry.key = key.clone();
         entry.last = Some(last);
+        entry.shape = Some(lock(&self.journal).shape().clone());
         self.next_first = Some(next);
         if open.upload.is_none() && parts.is_empty() {
             let bytes = rest.len() as u64;
@@ -189,7 +194,6 @@ impl ObjectStoreSink {
                 next,
             };
             self.marks.push_back(Mark { next, done: false });
-            self.stats.single_puts.fetch_add(1, Ordering::Relaxed);
             return self.submit(op, bytes).await;
         }
         // Multipart: the remaining parts, the last one, then the completion.

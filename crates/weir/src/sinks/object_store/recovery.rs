@@ -1,11 +1,12 @@
 //! The sink's journal at run time: appends on a blocking thread (they fsync), recovery
-//! of the uploads an earlier run recorded (aborted once the parts it had sent have
-//! landed), and compaction of what the cursor has passed.
+//! of the uploads an earlier run recorded and the cursor has not passed (aborted once
+//! the parts it had sent have landed), and compaction of what the cursor has passed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::journal::Journal;
+use super::shape::Shape;
 use super::shell::{ObjectStoreSink, abandoned, lock};
 use crate::pipeline::SinkError;
 
@@ -29,9 +30,12 @@ impl ObjectStoreSink {
         }
     }
 
-    /// Aborts every upload the journal records (left by a crash or a failed run) and
-    /// drops what the cursor has passed.
+    /// Drops what the cursor has passed, then aborts every upload the journal still
+    /// records (left by a crash or a failed run); an unclosed object recorded under
+    /// another config is forgotten, to be named by this one.
     pub(super) async fn recover(&mut self, committed: u64) -> Result<(), SinkError> {
+        // An upload of an object the cursor has passed completed: nothing to abort.
+        self.compact_journal(committed).await?;
         let uploads: Vec<(u64, String, String)> = self
             .recorded
             .iter()
@@ -51,27 +55,63 @@ impl ObjectStoreSink {
             tokio::time::sleep(UPLOAD_SETTLE).await;
         }
         for (first, key, id) in uploads {
-            let store = self.store.clone();
-            let aborted = self
-                .with_retries("AbortMultipartUpload", || {
-                    let (store, key, id) = (store.clone(), key.clone(), id.clone());
-                    async move { store.abort(&key, &id).await }
-                })
-                .await;
-            match aborted {
-                Ok(true) => {
-                    self.stats.aborted_uploads.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(
-                        "sink {}: aborted the unfinished upload {id} of {key} (a failed or crashed run's); its records are written again",
+            self.abort_recorded(&key, &id).await?;
+            if let Some(r) = self.recorded.get_mut(&first) {
+                r.upload = None;
+            }
+        }
+        let shape = lock(&self.journal).shape().clone();
+        self.recorded.retain(|first, r| {
+            let renamed = Shape::unclosed_renamed(r, &shape);
+            if renamed {
+                tracing::info!(
+                    "sink {}: the unfinished object at offset {first} ({}) was started under another config; it is written again as this one names it",
+                    self.name,
+                    r.key
+                );
+            }
+            !renamed
+        });
+        self.compact_journal(committed).await?;
+        self.needs_recovery = false;
+        Ok(())
+    }
+
+    /// Aborts the recorded upload `id` of `key`. One the store no longer knows
+    /// completed (or was aborted before): S3 answers NoSuchUpload, and some stores
+    /// (s3s-fs) refuse instead (403); its object in place tells the two apart from an
+    /// upload that could not be aborted.
+    async fn abort_recorded(&mut self, key: &str, id: &str) -> Result<(), SinkError> {
+        let store = self.store.clone();
+        let aborted = self
+            .with_retries("AbortMultipartUpload", || {
+                let (store, key, id) = (store.clone(), key.to_owned(), id.to_owned());
+                async move { store.abort(&key, &id).await }
+            })
+            .await;
+        match aborted {
+            Ok(true) => {
+                self.stats.aborted_uploads.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "sink {}: aborted the unfinished upload {id} of {key} (a failed or crashed run's); its records are written again",
+                    self.name
+                );
+            }
+            Ok(false) => tracing::debug!(
+                "sink {}: the recorded upload {id} of {key} had completed or was aborted before",
+                self.name
+            ),
+            Err(e) if e.permanent => {
+                let stored = self.store.exists(key).await.unwrap_or(false);
+                if stored {
+                    tracing::debug!(
+                        "sink {}: the recorded upload {id} of {key} had completed ({e}); the replay writes the object again under the same key",
                         self.name
                     );
-                }
-                Ok(false) => {}
-                // Some stores refuse to abort an upload that completed (s3s-fs answers
-                // 403, S3 404): the replay overwrites the object under the same key
-                // either way, so nothing is lost; at worst the upload's parts stay until
-                // the bucket's lifecycle rule removes them.
-                Err(e) if e.permanent => {
+                } else {
+                    // The replay overwrites the object under the same key either way,
+                    // so nothing is lost; at worst the upload's parts stay until the
+                    // bucket's lifecycle rule removes them.
                     self.stats
                         .unabortable_uploads
                         .fetch_add(1, Ordering::Relaxed);
@@ -80,19 +120,14 @@ impl ObjectStoreSink {
                         self.name
                     );
                 }
-                Err(e) => {
-                    return Err(abandoned(
-                        &self.name,
-                        format!("aborting a recorded upload: {e}"),
-                    ));
-                }
             }
-            if let Some(r) = self.recorded.get_mut(&first) {
-                r.upload = None;
+            Err(e) => {
+                return Err(abandoned(
+                    &self.name,
+                    format!("aborting a recorded upload: {e}"),
+                ));
             }
         }
-        self.compact_journal(committed).await?;
-        self.needs_recovery = false;
         Ok(())
     }
 

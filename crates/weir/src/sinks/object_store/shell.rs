@@ -21,9 +21,10 @@
 //! - The cursor moves only past objects whose PUT or CompleteMultipartUpload
 //!   succeeded, in order ([`Sink::settled`]), even when uploads finish out of order.
 //! - The [journal](super::journal) records each object's first offset, key and upload
-//!   id when its upload starts, and its last offset before it is completed. After a
-//!   crash or a failure the sink aborts the recorded uploads and cuts the replayed
-//!   objects at the recorded boundaries under the recorded keys.
+//!   id when its upload starts, and its last offset before it is completed, with the
+//!   [shape](super::shape) of the config. After a crash or a failure the sink aborts the
+//!   recorded uploads and cuts the replayed objects at the recorded boundaries under the
+//!   recorded keys; it does not start when the config would write one of them otherwise.
 //! - A part or object that fails `max_attempts` times (or at once, for a permanent
 //!   error) fails the sink's run: its uploads are aborted and the driver reads again
 //!   from the committed cursor. A permanent error (403, a missing bucket) marks the
@@ -42,6 +43,7 @@ use super::encode::Encoding;
 use super::journal::{Journal, Recorded};
 use super::naming::Naming;
 use super::object::OpenObject;
+use super::shape::{Shape, check_recorded};
 use super::stats::ObjectStoreStats;
 use super::store::{Store, StoreError};
 use super::upload::{Done, Op, Stage, new_stage};
@@ -102,6 +104,15 @@ fn from_stage(name: &str, e: OrderedError<StoreError>) -> SinkError {
     }
 }
 
+/// The committed cursor of the sink `name` (0 before it has one).
+fn committed(wal: &Wal, name: &str) -> u64 {
+    wal.stats()
+        .cursors
+        .iter()
+        .find(|c| c.name == name)
+        .map_or(0, |c| c.committed)
+}
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -119,8 +130,9 @@ impl ObjectStoreSink {
     ///
     /// # Errors
     ///
-    /// [`SinkError::Permanent`] if the store's client cannot be built or the journal
-    /// cannot be read.
+    /// [`SinkError::Permanent`] if the store's client cannot be built, the journal
+    /// cannot be read, or it records an object the current config would write
+    /// otherwise than it was recorded ([`check_recorded`]).
     pub fn open(
         name: &str,
         config: &ObjectStoreConfig,
@@ -129,7 +141,11 @@ impl ObjectStoreSink {
         let store =
             Store::open(config).map_err(|e| SinkError::Permanent(format!("sinks.{name}: {e}")))?;
         let state_dir: PathBuf = cx.data_dir.join("sinks").join(name);
-        let (journal, recorded) = Journal::open(&state_dir).map_err(SinkError::Permanent)?;
+        let shape = Shape::of(config);
+        let (journal, recorded) =
+            Journal::open(&state_dir, shape.clone()).map_err(SinkError::Permanent)?;
+        check_recorded(&recorded, committed(&cx.wal, name), &shape, journal.path())
+            .map_err(SinkError::Permanent)?;
         let encoding = Encoding::of(config);
         if let Some(stats) = encoding.typed_stats() {
             crate::sinks::schema::register(name, stats, &cx.telemetry);
@@ -221,11 +237,18 @@ impl ObjectStoreSink {
                     .fetch_sub(bytes, Ordering::Relaxed);
                 self.stats.parts.fetch_add(1, Ordering::Relaxed);
             }
-            Done::Object { next, bytes } => {
+            Done::Object {
+                next,
+                bytes,
+                single,
+            } => {
                 self.stats
                     .uploading_bytes
                     .fetch_sub(bytes, Ordering::Relaxed);
                 self.stats.objects.fetch_add(1, Ordering::Relaxed);
+                if single {
+                    self.stats.single_puts.fetch_add(1, Ordering::Relaxed);
+                }
                 let mark = self
                     .marks
                     .iter_mut()
@@ -330,13 +353,7 @@ impl Sink for ObjectStoreSink {
         if !self.needs_recovery {
             self.rotate_if_due().await?;
             if lock(&self.journal).lines() > COMPACT_AFTER_LINES {
-                let committed = self
-                    .wal
-                    .stats()
-                    .cursors
-                    .iter()
-                    .find(|c| c.name == self.name)
-                    .map_or(0, |c| c.committed);
+                let committed = committed(&self.wal, &self.name);
                 self.compact_journal(committed).await?;
             }
         }

@@ -14,7 +14,7 @@ use super::shell::ObjectStoreSink;
 pub struct ObjectStoreStats {
     /// Objects stored (PUT or completed).
     pub objects: AtomicU64,
-    /// Of those, objects sent in one PUT.
+    /// Of those, objects sent in one PUT (stored: an attempt that failed is a retry).
     pub single_puts: AtomicU64,
     /// Parts uploaded.
     pub parts: AtomicU64,
@@ -24,7 +24,8 @@ pub struct ObjectStoreStats {
     pub retries: AtomicU64,
     /// Uploads aborted (a failed object, or one recorded by an earlier run).
     pub aborted_uploads: AtomicU64,
-    /// Recorded uploads the store refused to abort (logged at WARN).
+    /// Recorded uploads the store refused to abort and whose object is not stored
+    /// (logged at WARN).
     pub unabortable_uploads: AtomicU64,
     /// Retries of requests made outside the stage.
     pub inline_retries: AtomicU64,
@@ -32,10 +33,32 @@ pub struct ObjectStoreStats {
     pub earlier_stage_retries: AtomicU64,
     /// Bytes of parts and objects uploading now.
     pub uploading_bytes: AtomicU64,
-    /// Parts and objects uploading now.
+    /// Parts, objects and completions uploading now, and multipart uploads being
+    /// created.
     pub in_flight: AtomicU64,
     /// Bytes the open object's encoder holds.
     pub encoder_bytes: AtomicU64,
+}
+
+/// One more request in flight while it lives (a CreateMultipartUpload, made outside
+/// the stage).
+pub(super) struct InFlight(Arc<ObjectStoreStats>);
+
+impl InFlight {
+    pub(super) fn new(stats: &Arc<ObjectStoreStats>) -> Self {
+        stats.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(stats))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // Saturating: a reset may have zeroed the count meanwhile.
+        let _ = self
+            .0
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
 }
 
 fn get(a: &AtomicU64) -> u64 {

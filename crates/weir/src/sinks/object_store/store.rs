@@ -15,7 +15,7 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as StorePath;
 use object_store::{
     Attribute, AttributeValue, Attributes, BackoffConfig, ClientOptions, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, RetryConfig,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, RetryConfig,
 };
 
 use super::config::{Location, ObjectStoreConfig};
@@ -293,6 +293,25 @@ impl Store {
             Kind::Local(local) => {
                 let (local, key, id) = (Arc::clone(local), key.to_owned(), id.to_owned());
                 blocking(move || local.complete(&key, &id)).await
+            }
+        }
+    }
+
+    /// Whether the object `key` is stored.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] if the store could not say.
+    pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        match &self.kind {
+            Kind::Remote { store, .. } => match store.head(&StorePath::from(key)).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(StoreError::remote("HeadObject", key, &e)),
+            },
+            Kind::Local(local) => {
+                let path = local.object_path(key);
+                blocking(move || Ok(path.is_file())).await
             }
         }
     }

@@ -346,3 +346,100 @@ async fn memory_parquet_objects_are_multipart_above_part_size_with_their_offsets
     assert!(stats.parts.load(std::sync::atomic::Ordering::Relaxed) >= 2);
     assert_eq!(stats.objects.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+/// Writes `batches` from 0 and drops the sink without finishing: a crash before the
+/// cursor moved past anything.
+async fn crash_after(sink: &mut ObjectStoreSink, batches: &[Arc<SinkBatch>]) {
+    sink.resume_at(0);
+    let mut rejects = Vec::new();
+    for b in batches {
+        sink.write(b, &mut rejects).await.unwrap();
+    }
+    while let Ok(settled) =
+        tokio::time::timeout(std::time::Duration::from_millis(300), sink.settled()).await
+    {
+        settled.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_object_is_not_replayed_under_another_format() {
+    let f = Fixture::new();
+    let out = f.root.join("lake");
+    let url = format!("file://{}", out.display());
+    let rotate = "rotate = { bytes = \"30 KiB\" }\n";
+    let parquet = f.config(&url, rotate);
+    let batches: Vec<_> = (0..4).map(|b| batch(b * 100, (b + 1) * 100, 0)).collect();
+    crash_after(&mut f.open(&parquet), &batches).await;
+    let before = files(&out);
+    assert!(before.keys().all(|k| k.ends_with(".parquet")), "{before:?}");
+
+    let ndjson = f.config(&url, &format!("{rotate}format = \"ndjson\"\n"));
+    let err = ndjson.open("lake", &f.context()).unwrap_err().to_string();
+    assert!(err.contains("`format`"), "{err}");
+    assert!(
+        err.contains(".parquet") && err.contains(JOURNAL_FILE),
+        "{err}"
+    );
+    assert_eq!(files(&out), before, "nothing was written");
+
+    // The earlier format replays the recorded objects as they were.
+    let mut sink = f.open(&parquet);
+    assert_eq!(run(&mut sink, 0, &batches).await, Some(400));
+    assert_eq!(files(&out), before);
+}
+
+#[tokio::test]
+async fn an_unfinished_object_recorded_under_another_compression_is_named_by_the_new_one() {
+    let f = Fixture::new();
+    let out = f.root.join("lake");
+    let url = format!("file://{}", out.display());
+    let keys = "format = \"ndjson\"\nrotate = { bytes = \"1 MiB\" }\npart_size = \"8 KiB\"\n";
+    // Above part_size: the open object's multipart upload started, never closed.
+    crash_after(&mut f.open(&f.config(&url, keys)), &[batch(0, 100, 0)]).await;
+    assert!(files(&out).is_empty());
+    let gzip = f.config(&url, &format!("{keys}compression = \"gzip\"\n"));
+    let mut sink = f.open(&gzip);
+    assert_eq!(run(&mut sink, 0, &[batch(0, 100, 0)]).await, Some(100));
+    let objects = files(&out);
+    assert_eq!(objects.len(), 1);
+    assert!(
+        objects.keys().all(|k| k.ends_with(".ndjson.gz")),
+        "{objects:?}"
+    );
+    assert_eq!(
+        sink.stats()
+            .aborted_uploads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the earlier upload was aborted"
+    );
+}
+
+#[tokio::test]
+async fn single_puts_counts_objects_stored_not_attempts() {
+    let f = Fixture::new();
+    let out = f.root.join("lake");
+    let config = f.config(
+        &format!("file://{}", out.display()),
+        "format = \"ndjson\"\nmax_attempts = 1\n",
+    );
+    // The sink's directory is a file: the PUT fails.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("lake"), "in the way").unwrap();
+    let mut sink = f.open(&config);
+    sink.resume_at(0);
+    let mut rejects = Vec::new();
+    sink.write(&batch(0, 10, 0), &mut rejects).await.unwrap();
+    assert!(sink.finish().await.is_err(), "the PUT failed");
+    std::fs::remove_file(out.join("lake")).unwrap();
+    assert_eq!(run(&mut sink, 0, &[batch(0, 10, 0)]).await, Some(10));
+    let stats = sink.stats();
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(get(&stats.objects), 1);
+    assert_eq!(
+        get(&stats.single_puts),
+        1,
+        "the failed attempt is not a PUT"
+    );
+}

@@ -86,9 +86,9 @@ pub(super) enum Op {
 pub(super) enum Done {
     /// A part landed.
     Part { bytes: u64 },
-    /// An object is stored: the cursor may move to `next` once every object before
-    /// it is stored too.
-    Object { next: u64, bytes: u64 },
+    /// An object is stored (in one PUT when `single`): the cursor may move to `next`
+    /// once every object before it is stored too.
+    Object { next: u64, bytes: u64, single: bool },
 }
 
 type OpFn = Box<dyn Fn(Op) -> BoxFuture<'static, Result<Done, StoreError>> + Send + Sync>;
@@ -186,7 +186,11 @@ async fn run_op(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done,
             let bytes = body.len() as u64;
             store.put(&key, body, &metadata).await?;
             stats.bytes.fetch_add(bytes, Ordering::Relaxed);
-            Ok(Done::Object { next, bytes })
+            Ok(Done::Object {
+                next,
+                bytes,
+                single: true,
+            })
         }
         Op::Part {
             key,
@@ -216,7 +220,11 @@ async fn run_op(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done,
                 landed.await;
             };
             store.complete(&key, &upload.id, tags).await?;
-            Ok(Done::Object { next, bytes: 0 })
+            Ok(Done::Object {
+                next,
+                bytes: 0,
+                single: false,
+            })
         }
     }
 }
