@@ -98,11 +98,18 @@ command -v tmux >/dev/null 2>&1 || apt_install tmux
 soak="${WEIR_SOAK:-}"
 unset WEIR_SOAK
 
-log "build (tests and binaries)"
-cargo nextest run --workspace --no-run
+# --cargo-test runs the tests with `cargo test` (tests sharing one process) instead of
+# nextest (a process each): the suite must pass both ways.
+if [ "${1:-}" = "--cargo-test" ]; then
+  log "tests (cargo test)"
+  cargo test --workspace --no-fail-fast
+else
+  log "build (tests and binaries)"
+  cargo nextest run --workspace --no-run
 
-log "tests"
-cargo nextest run --workspace --no-fail-fast
+  log "tests"
+  cargo nextest run --workspace --no-fail-fast
+fi
 
 log "doctests"
 cargo test --workspace --doc

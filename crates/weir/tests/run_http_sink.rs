@@ -5,6 +5,7 @@
 mod run_support;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -304,31 +305,37 @@ fn retry_after_holds_back_every_new_request() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// Starts weir on a load that grows the sink's concurrency limit to 8, and waits for it.
+/// The limit grows only while it is in full use, so the offered load must need more
+/// than 8 requests in flight: 20,000 records/s in batches of 20 at 20 ms each need about
+/// 20. A machine too loaded to keep up builds a backlog, which saturates the limit just
+/// as well.
+fn grow_the_limit(dir: &Path, target: &Target, sink_extra: &str) -> (Daemon, serde_json::Value) {
+    target.behaviour().latency_ms.store(20, Ordering::SeqCst);
+    let status = free_addr();
+    let path = write_config(
+        dir,
+        &config(
+            dir,
+            status,
+            &target.url(),
+            &generator(20_000, None),
+            &format!("batch_records = 20\nmax_concurrency = 16\n{sink_extra}"),
+        ),
+    );
+    let daemon = Daemon::start(dir, &path, status, &[]);
+    let st = daemon.wait_for("the limit grows", Duration::from_secs(60), |s| {
+        http(s)["limit"].as_u64().unwrap_or(0) >= 8
+    });
+    (daemon, st)
+}
+
 #[test]
 fn latency_above_target_latency_cuts_the_limit() {
     let tmp = tempfile::tempdir().unwrap();
     let target = Target::start();
     let b = target.behaviour();
-    // The limit grows only while it is in full use, so the offered load must need more
-    // than 8 requests in flight: 20,000 records/s in batches of 20 at 20 ms each need
-    // about 20. A machine too loaded to keep up builds a backlog, which saturates the
-    // limit just as well.
-    b.latency_ms.store(20, Ordering::SeqCst);
-    let status = free_addr();
-    let path = write_config(
-        tmp.path(),
-        &config(
-            tmp.path(),
-            status,
-            &target.url(),
-            &generator(20_000, None),
-            "batch_records = 20\ntarget_latency = \"100ms\"\nmax_concurrency = 16\n",
-        ),
-    );
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
-    let st = daemon.wait_for("the limit grows", Duration::from_secs(60), |s| {
-        http(s)["limit"].as_u64().unwrap_or(0) >= 8
-    });
+    let (daemon, st) = grow_the_limit(tmp.path(), &target, "target_latency = \"100ms\"\n");
     // A loaded machine may push a 20 ms answer past 100 ms now and then; what matters
     // is that the cuts below come from the slower downstream.
     let before = http(&st)["limit_decreases"]["latency"]
@@ -809,23 +816,7 @@ fn a_configuration_error_is_probed_by_one_request_per_retry_max() {
     let tmp = tempfile::tempdir().unwrap();
     let target = Target::start();
     let b = target.behaviour();
-    // Grow the limit first, as in `latency_above_target_latency_cuts_the_limit`.
-    b.latency_ms.store(20, Ordering::SeqCst);
-    let status = free_addr();
-    let path = write_config(
-        tmp.path(),
-        &config(
-            tmp.path(),
-            status,
-            &target.url(),
-            &generator(20_000, None),
-            "batch_records = 20\nmax_concurrency = 16\n",
-        ),
-    );
-    let daemon = Daemon::start(tmp.path(), &path, status, &[]);
-    daemon.wait_for("the limit grows", Duration::from_secs(60), |s| {
-        http(s)["limit"].as_u64().unwrap_or(0) >= 8
-    });
+    let (daemon, _) = grow_the_limit(tmp.path(), &target, "");
     // Now the endpoint wants a token the sink does not send.
     *b.token.lock().unwrap() = Some("Bearer good".to_owned());
     wait_failed(&daemon);

@@ -1,27 +1,27 @@
 //! Budget-aware rotation: a healthy Parquet sink whose open file pins half of the WAL's
-//! budget closes it early, so it never backpressures the sources under `block`.
+//! budget, or of what its filesystem can hold, closes it early, so it never
+//! backpressures the sources under `block`; and a lake on the WAL's filesystem leaves
+//! the WAL's reserve alone.
 
 mod run_support;
 
+use std::net::SocketAddr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use run_support::{Daemon, free_addr, write_config};
 
-#[test]
-fn a_parquet_file_pinning_half_the_wal_is_closed_before_its_age() {
-    let dir = tempfile::tempdir().unwrap();
-    let status = free_addr();
-    let out = dir.path().join("lake");
-    // About 4 MB/s into a 32 MiB WAL: without budget-aware rotation the file, open for
-    // 60 s, would pin the whole WAL after about 8 s and block the generator.
-    let text = format!(
+/// A generator at about 4.5 MB/s into a Parquet sink `lake` at `lake`, with `wal` the
+/// `[wal]` keys besides `segment_bytes` and `on_full`, and `sink` more keys of the sink.
+fn config(data: &Path, status: SocketAddr, wal: &str, lake: &Path, sink: &str) -> String {
+    format!(
         r#"
 [runtime]
 data_dir = "{data}"
 status_addr = "{status}"
 
 [wal]
-max_disk = "32 MiB"
+{wal}
 segment_bytes = "1 MiB"
 on_full = "block"
 
@@ -33,11 +33,27 @@ size = 200
 [sinks.lake]
 type = "parquet"
 inputs = ["gen"]
-path = "{out}"
-rotate = {{ age = "60s", max_wal_share = "50%" }}
+path = "{lake}"
+{sink}
 "#,
-        data = dir.path().join("data").display(),
-        out = out.display(),
+        data = data.display(),
+        lake = lake.display(),
+    )
+}
+
+#[test]
+fn a_parquet_file_pinning_half_the_wal_is_closed_before_its_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = free_addr();
+    let out = dir.path().join("lake");
+    // About 4 MB/s into a 32 MiB WAL: without budget-aware rotation the file, open for
+    // 60 s, would pin the whole WAL after about 8 s and block the generator.
+    let text = config(
+        &dir.path().join("data"),
+        status,
+        "max_disk = \"32 MiB\"",
+        &out,
+        "rotate = { age = \"60s\", max_wal_share = \"50%\" }",
     );
     let path = write_config(dir.path(), &text);
     let daemon = Daemon::start(dir.path(), &path, status, &[]);
@@ -90,32 +106,15 @@ fn rotation_sees_the_room_left_on_the_wals_filesystem() {
     };
     let status = free_addr();
     let out = dir.path().join("lake");
-    let text = format!(
-        r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-
-[wal]
-dir = "{wal}"
-max_disk = "1 GiB"
-segment_bytes = "1 MiB"
-on_full = "block"
-
-[sources.gen]
-type = "generator"
-rate = 20000
-size = 200
-
-[sinks.lake]
-type = "parquet"
-inputs = ["gen"]
-path = "{out}"
-rotate = {{ age = "60s", max_wal_share = "50%" }}
-"#,
-        data = dir.path().join("data").display(),
-        wal = fs.path().join("wal").display(),
-        out = out.display(),
+    let text = config(
+        &dir.path().join("data"),
+        status,
+        &format!(
+            "dir = \"{}\"\nmax_disk = \"1 GiB\"",
+            fs.path().join("wal").display()
+        ),
+        &out,
+        "rotate = { age = \"60s\", max_wal_share = \"50%\" }",
     );
     let path = write_config(dir.path(), &text);
     let daemon = Daemon::start(dir.path(), &path, status, &[]);
@@ -153,31 +152,12 @@ fn a_lake_on_the_wals_filesystem_leaves_the_wals_reserve_alone() {
     };
     let status = free_addr();
     let lake = fs.path().join("lake");
-    let text = format!(
-        r#"
-[runtime]
-data_dir = "{data}"
-status_addr = "{status}"
-
-[wal]
-max_disk = "1 GiB"
-segment_bytes = "1 MiB"
-on_full = "block"
-
-[sources.gen]
-type = "generator"
-rate = 20000
-size = 200
-
-[sinks.lake]
-type = "parquet"
-inputs = ["gen"]
-path = "{lake}"
-retry = {{ initial = "100ms", max = "500ms" }}
-rotate = {{ age = "1s" }}
-"#,
-        data = fs.path().join("data").display(),
-        lake = lake.display(),
+    let text = config(
+        &fs.path().join("data"),
+        status,
+        "max_disk = \"1 GiB\"",
+        &lake,
+        "retry = { initial = \"100ms\", max = \"500ms\" }\nrotate = { age = \"1s\" }",
     );
     let path = write_config(dir.path(), &text);
     let daemon = Daemon::start(dir.path(), &path, status, &[]);
