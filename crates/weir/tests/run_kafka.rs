@@ -412,3 +412,45 @@ fn tansu_log(t: &Tansu) -> String {
     let log = t.log();
     log.lines().rev().take(40).collect::<Vec<_>>().join("\n")
 }
+
+/// A record too large for one WAL batch goes to the quarantine under the source's name,
+/// and that is logged (WARN, with the reason), not silent; the records around it flow.
+#[test]
+fn an_oversized_record_is_quarantined_and_logged() {
+    let Some(kafka_broker) = broker() else { return };
+    kafka_broker.create_topic(TOPIC, 1);
+    kafka_broker.produce(TOPIC, 1, 20, 0);
+    kafka_broker.produce(TOPIC, 1, 2, 300_000);
+    kafka_broker.produce(TOPIC, 1, 20, 0);
+    let root = tempfile::tempdir().unwrap();
+    let w = Weir::new(root.path(), "a");
+    let config = w.config(
+        &kafka_broker.brokers(),
+        "64 MiB",
+        "fetch_max_bytes = \"16 KiB\"\n",
+        None,
+    );
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "max_pending_bytes = \"1 MiB\"",
+        "max_pending_bytes = \"128 KiB\"",
+    );
+    std::fs::write(&config, text).unwrap();
+    let d = w.start(&config);
+    let s = d.wait_for("every record committed", Duration::from_secs(60), |s| {
+        kafka(s)["partitions"][0]["committed"] == 42
+    });
+    assert_eq!(
+        s["quarantine"]["sinks"][SOURCE]["records"], 2,
+        "{:#}",
+        s["quarantine"]
+    );
+    assert_eq!(lines_of(&[w.out()]).len(), 40);
+    let log = d.stderr();
+    assert!(
+        log.lines().any(|l| l.contains(" WARN ")
+            && l.contains(&format!("source {SOURCE}: 1 record quarantined in "))
+            && l.contains("above the WAL's batch limit")),
+        "{log}"
+    );
+    d.stop();
+}
