@@ -430,6 +430,8 @@ fn an_oversized_record_is_quarantined_and_logged() {
         "fetch_max_bytes = \"16 KiB\"\n",
         None,
     );
+    // A WAL batch of at most 128 KiB: a 300 KB record (below the producer's 1 MB
+    // limit) cannot be one, and librdkafka hands it over despite fetch_max_bytes.
     let text = std::fs::read_to_string(&config).unwrap().replace(
         "max_pending_bytes = \"1 MiB\"",
         "max_pending_bytes = \"128 KiB\"",
