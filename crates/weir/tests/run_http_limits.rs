@@ -8,11 +8,11 @@
 
 mod run_support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use run_support::{Daemon, free_addr, post, write_config};
 
@@ -101,22 +101,7 @@ fn a_flood_of_half_sent_heads_does_not_exhaust_descriptors_or_poison_the_wal() {
     }
 
     // The half-sent heads were closed by header_timeout (EOF or reset), not left open.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for stream in &mut flood {
-        stream
-            .set_read_timeout(Some(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            ))
-            .unwrap();
-        let mut buf = [0u8; 256];
-        match stream.read(&mut buf) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-            Err(e) => panic!("a half-sent head was not closed: {e}"),
-        }
-    }
+    run_support::assert_closed_within(&mut flood, Duration::from_secs(20), &daemon);
 
     let stderr = daemon.stderr();
     assert!(

@@ -9,11 +9,11 @@
 
 mod run_support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use run_support::{Daemon, free_addr, get, post, write_config};
 
@@ -98,25 +98,7 @@ fn a_flood_of_half_sent_requests_to_the_status_server_is_bounded_and_closed() {
     }
 
     // Every half-sent request is closed by weir (EOF or reset) after the header timeout.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for stream in &mut flood {
-        stream
-            .set_read_timeout(Some(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            ))
-            .unwrap();
-        let mut buf = [0u8; 256];
-        match stream.read(&mut buf) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-            Err(e) => panic!(
-                "a half-sent request was not closed: {e}\n{}",
-                daemon.stderr()
-            ),
-        }
-    }
+    run_support::assert_closed_within(&mut flood, Duration::from_secs(30), &daemon);
 
     // /status answers again, and the flood's connections are gone.
     let (code, _, _) = get(status, "/status").expect("GET /status");

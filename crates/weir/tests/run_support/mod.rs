@@ -375,3 +375,31 @@ pub fn ndjson_lines(dir: &Path) -> Vec<serde_json::Value> {
     }
     out
 }
+
+/// Asserts that weir closes each of `streams` (EOF or a reset) within `within`: half-sent
+/// requests a bounded server must not keep open.
+pub fn assert_closed_within(
+    streams: &mut [std::net::TcpStream],
+    within: Duration,
+    daemon: &Daemon,
+) {
+    let deadline = Instant::now() + within;
+    for stream in streams {
+        stream
+            .set_read_timeout(Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ))
+            .unwrap();
+        let mut buf = [0u8; 256];
+        match stream.read(&mut buf) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!(
+                "a half-sent request was not closed: {e}\n{}",
+                daemon.stderr()
+            ),
+        }
+    }
+}
