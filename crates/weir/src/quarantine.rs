@@ -199,6 +199,9 @@ impl SinkSlot {
 struct Shared {
     dir: PathBuf,
     max_disk: u64,
+    /// Why a component whose records the budget refuses is degraded, and the fix: made
+    /// once, not for each record dropped.
+    full_reason: String,
     /// Shared with the telemetry gauge, which holds nothing else of the quarantine.
     used: Arc<AtomicU64>,
     telemetry: OnceLock<Telemetry>,
@@ -270,6 +273,12 @@ impl Quarantine {
             shared: Arc::new(Shared {
                 dir: dir.to_owned(),
                 max_disk,
+                full_reason: format!(
+                    "the quarantine is full ([quarantine] max_disk = {max_disk} bytes): records \
+                     it cannot keep are dropped; raise max_disk, or move the files out of {} \
+                     and restart",
+                    dir.display()
+                ),
                 used: Arc::new(AtomicU64::new(used)),
                 telemetry: OnceLock::new(),
                 sinks: Mutex::new(BTreeMap::new()),
@@ -359,7 +368,7 @@ impl Quarantine {
                 max_disk: self.shared.max_disk,
                 dir: self.shared.dir.clone(),
             };
-            slot.lost(&error, &self.full_reason());
+            slot.lost(&error, &self.shared.full_reason);
             return Err(error);
         }
         if let Err(e) = file.file.write_all(&line) {
@@ -377,17 +386,6 @@ impl Quarantine {
             sync_file(file).inspect_err(|error| slot.lost_unsynced(unsynced, error))?;
         }
         Ok(())
-    }
-
-    /// Why a component whose records the budget refuses is degraded, and the fix.
-    fn full_reason(&self) -> String {
-        format!(
-            "the quarantine is full ({} of {} bytes): records it cannot keep are dropped; \
-             raise [quarantine] max_disk, or move the files out of {} and restart",
-            self.shared.used.load(Ordering::Acquire),
-            self.shared.max_disk,
-            self.shared.dir.display()
-        )
     }
 
     /// Registers `component` as the one whose records go to the quarantine under its

@@ -112,5 +112,12 @@ fn after_sigstop_the_generator_catches_up_one_second_at_most() {
             .any(|l| l.starts_with(r#"weir_generator_skipped_records_total{source="gen"} "#)),
         "{text}"
     );
+    let log = daemon.stderr();
+    assert!(
+        log.lines().any(|l| l.contains(" WARN ")
+            && l.contains("source gen: ")
+            && l.contains("never made")),
+        "the stall is logged: {log}"
+    );
     assert_eq!(daemon.stop(), Some(0));
 }

@@ -12,7 +12,7 @@ use super::core::{RecordMaker, Schedule};
 use crate::pipeline::Detail;
 use crate::pipeline::ingest::Ingest;
 use crate::sources::{SourceContext, StartSource};
-use crate::telemetry::{Counter, State};
+use crate::telemetry::{Counter, LossLog, Severity, State};
 
 impl StartSource for GeneratorConfig {
     type Checked = ();
@@ -31,8 +31,21 @@ impl StartSource for GeneratorConfig {
         let _ = cx.ingest.stats().fields.set(Detail(Arc::new(
             move || serde_json::json!({ "skipped_records": shown.get() }),
         )));
+        let skipped = Skipped {
+            counter: skipped,
+            log: LossLog::new(format!("source {}", cx.name), "never made", Severity::Warn),
+        };
         run(cx.name, self, cx.ingest, cx.stop, skipped)
     }
+}
+
+/// Records never made because a stall put the generator behind its schedule: counted
+/// (`skipped_records`) and logged, rate-limited.
+pub struct Skipped {
+    /// `weir_generator_skipped_records_total`.
+    pub counter: Counter,
+    /// The WARN lines.
+    pub log: LossLog,
 }
 
 /// First wait after a refusal; it doubles while refusals go on.
@@ -51,7 +64,7 @@ pub async fn run(
     config: GeneratorConfig,
     ingest: Ingest,
     mut stop: watch::Receiver<bool>,
-    skipped: Counter,
+    skipped: Skipped,
 ) {
     let mut maker = RecordMaker::new(
         name.clone(),
@@ -92,8 +105,12 @@ pub async fn run(
         let behind = schedule.behind(made, started.elapsed());
         if behind > 0 {
             started += schedule.due_after(behind);
-            skipped.inc_by(behind);
-            tracing::debug!(source = %name, records = behind, "generator: behind schedule, records skipped");
+            skipped.counter.inc_by(behind);
+            skipped.log.note(
+                behind,
+                &"a stall (backpressure, SIGSTOP) put it more than a second behind its \
+                  schedule; it catches up one second of records at most",
+            );
         }
         let n = match total {
             Some(total) if made >= total => break,
