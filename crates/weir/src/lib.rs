@@ -24,6 +24,7 @@
 pub mod cmd;
 pub mod config;
 pub mod keys;
+pub mod log_window;
 pub mod logging;
 pub mod pipeline;
 pub mod quarantine;

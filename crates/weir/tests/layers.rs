@@ -13,6 +13,7 @@ use std::path::Path;
 /// The layers, lowest first. A module may use modules of lower layers only; modules of
 /// one layer (the sources and the sinks) do not use each other.
 const LAYERS: &[&[&str]] = &[
+    &["log_window"],
     &["keys", "record", "serve"],
     &["telemetry"],
     &["logging", "quarantine"],

@@ -5,9 +5,12 @@
 //! backlog, so trying again at once fails again at once. [`AcceptErrors`] is the
 //! sans-IO policy: the delay doubles from [`BACKOFF_MIN`] to [`BACKOFF_MAX`] while
 //! accepts keep failing, and the first failure is logged at once, the later ones at
-//! most once every [`LOG_EVERY`] with how many there were.
+//! most once every [`LOG_EVERY`] with how many there were ([`LogWindow`]).
 
 use std::time::{Duration, Instant};
+
+pub use crate::log_window::LOG_EVERY;
+use crate::log_window::LogWindow;
 
 /// The delay after the first failed accept of a streak.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -15,18 +18,13 @@ pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest delay between two accepts while they keep failing.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// The shortest time between two log lines about failed accepts.
-pub const LOG_EVERY: Duration = Duration::from_secs(10);
-
 /// Failed accepts: the current backoff and the log window.
 #[derive(Debug, Default)]
 pub struct AcceptErrors {
     /// The delay after the last failure of the current streak (`None`: no streak).
     delay: Option<Duration>,
-    /// When the last line was logged.
-    logged_at: Option<Instant>,
-    /// Failures since that line.
-    unlogged: u64,
+    /// The log lines about them.
+    log: LogWindow,
 }
 
 /// What to do after a failed accept.
@@ -44,15 +42,10 @@ impl AcceptErrors {
     pub fn failed(&mut self, now: Instant) -> AcceptFailed {
         let retry_in = self.delay.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
         self.delay = Some(retry_in);
-        self.unlogged += 1;
-        let due = self
-            .logged_at
-            .is_none_or(|at| now.saturating_duration_since(at) >= LOG_EVERY);
-        let log = due.then(|| {
-            self.logged_at = Some(now);
-            std::mem::take(&mut self.unlogged)
-        });
-        AcceptFailed { retry_in, log }
+        AcceptFailed {
+            retry_in,
+            log: self.log.note(now, 1),
+        }
     }
 
     /// An accept succeeded: the next failure starts a new streak at the shortest delay

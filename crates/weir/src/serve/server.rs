@@ -17,6 +17,7 @@ use weir_flow::semaphore::{Semaphore, SemaphoreConfig};
 use super::accept::{AcceptErrors, BACKOFF_MAX, LOG_EVERY};
 use super::connection::serve_connection;
 use super::{CONNECTION_MEMORY_BYTES, Listener};
+use crate::log_window::LogWindow;
 
 /// A server's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +139,8 @@ impl Server {
         let (closing_tx, closing_rx) = watch::channel(false);
         let mut shutdown = pin!(shutdown);
         let mut errors = AcceptErrors::default();
-        let mut warned_full: Option<Instant> = None;
+        // Times every connection was taken, logged at most every LOG_EVERY.
+        let mut full = LogWindow::default();
         loop {
             let permit = tokio::select! {
                 permit = self.permits.acquire(1) => permit,
@@ -146,11 +148,11 @@ impl Server {
             };
             let Ok(permit) = permit else { break };
             if self.permits.available() == 0
-                && warned_full.is_none_or(|at| at.elapsed() >= LOG_EVERY)
+                && let Some(times) = full.note(Instant::now(), 1)
             {
-                warned_full = Some(Instant::now());
                 tracing::warn!(
-                    "{}: {max} connections open ({}); further clients wait in the listen backlog",
+                    "{}: {max} connections open ({}), {times} times since the last such line; \
+                     further clients wait in the listen backlog",
                     self.who,
                     self.cap_key
                 );

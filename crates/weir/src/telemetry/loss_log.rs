@@ -16,8 +16,10 @@ use std::fmt::Display;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::log_window::{LOG_EVERY, LogWindow};
+
 /// The shortest time between two lines of one [`LossLog`].
-pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
+pub const SUMMARY_EVERY: Duration = LOG_EVERY;
 
 /// The level a [`LossLog`] writes at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,14 +47,14 @@ struct Inner {
     window: Mutex<Window>,
 }
 
-/// The counts since the last line, and when that was.
+/// The counts since the last line ([`LogWindow`]), all in all, and the reason of the
+/// first loss waiting for the next line.
 #[derive(Debug, Default)]
 struct Window {
     total: u64,
-    pending: u64,
-    /// The reason of the first loss counted in `pending`.
+    counts: LogWindow,
+    /// The reason of the first loss counted in `counts` and not logged yet.
     first_reason: String,
-    logged_at: Option<Instant>,
     /// A timer task will write the pending summary when it is due.
     timer_armed: bool,
 }
@@ -76,47 +78,39 @@ impl Window {
     /// Counts `records` lost for `reason` at `now`: the line to write now, if any.
     fn note(&mut self, now: Instant, records: u64, reason: &dyn Display) -> Option<Line> {
         self.total += records;
-        let Some(logged_at) = self.logged_at else {
-            self.logged_at = Some(now);
-            return Some(Line::First {
-                records,
-                reason: reason.to_string(),
-            });
-        };
-        if self.pending == 0 {
+        let last = self.counts.logged_at();
+        if last.is_some() && self.counts.pending() == 0 {
             self.first_reason = reason.to_string();
         }
-        self.pending += records;
-        if now.duration_since(logged_at) >= SUMMARY_EVERY {
-            self.summary(now)
-        } else {
-            None
-        }
+        let records = self.counts.note(now, records)?;
+        Some(match last {
+            None => Line::First {
+                records,
+                reason: reason.to_string(),
+            },
+            Some(last) => self.summary_line(records, now, last),
+        })
     }
 
     /// The pending summary, if there is one, and the window starts again at `now`.
     fn summary(&mut self, now: Instant) -> Option<Line> {
-        if self.pending == 0 {
-            return None;
-        }
-        let seconds = self
-            .logged_at
-            .map_or(0, |at| now.duration_since(at).as_secs_f64().round() as u64);
-        self.logged_at = Some(now);
-        Some(Line::Summary {
-            records: std::mem::take(&mut self.pending),
+        let last = self.counts.logged_at().unwrap_or(now);
+        let records = self.counts.take(now)?;
+        Some(self.summary_line(records, now, last))
+    }
+
+    fn summary_line(&mut self, records: u64, now: Instant, last: Instant) -> Line {
+        Line::Summary {
+            records,
             total: self.total,
-            seconds,
+            seconds: now.saturating_duration_since(last).as_secs_f64().round() as u64,
             reason: std::mem::take(&mut self.first_reason),
-        })
+        }
     }
 
     /// When the pending summary is due, if there is one.
     fn due_at(&self) -> Option<Instant> {
-        (self.pending > 0)
-            .then_some(self.logged_at)
-            .flatten()
-            .map(|at| at + SUMMARY_EVERY)
+        self.counts.due_at()
     }
 }
 
@@ -364,14 +358,14 @@ mod tests {
         log.note(1, &"a");
         log.note(4, &"b");
         assert!(log.lock().timer_armed);
-        assert_eq!(log.lock().pending, 4);
+        assert_eq!(log.lock().counts.pending(), 4);
         tokio::time::advance(SUMMARY_EVERY - Duration::from_secs(1)).await;
         tokio::task::yield_now().await;
-        assert_eq!(log.lock().pending, 4, "not due yet");
+        assert_eq!(log.lock().counts.pending(), 4, "not due yet");
         tokio::time::advance(Duration::from_secs(2)).await;
         tokio::task::yield_now().await;
         let window = log.lock();
-        assert_eq!(window.pending, 0, "the timer wrote the summary");
+        assert_eq!(window.counts.pending(), 0, "the timer wrote the summary");
         assert!(!window.timer_armed, "the next loss may arm a timer again");
         assert_eq!(window.total, 5);
     }

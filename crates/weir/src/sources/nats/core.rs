@@ -208,45 +208,6 @@ pub struct NatsStatus {
     pub warnings: Vec<String>,
 }
 
-/// Repeated errors logged without flooding: the first at once, then at most one line
-/// per interval with how many came since the last line.
-#[derive(Debug)]
-pub struct ErrorLog {
-    every_ms: u64,
-    logged_ms: Option<u64>,
-    since: u64,
-}
-
-impl ErrorLog {
-    /// At most one line per `every_ms`.
-    pub fn new(every_ms: u64) -> Self {
-        Self {
-            every_ms,
-            logged_ms: None,
-            since: 0,
-        }
-    }
-
-    /// An error at `now_ms`: `Some(n)` when a line is due now, `n` being the errors
-    /// since the last line (this one included); `None` when it is only counted.
-    pub fn note(&mut self, now_ms: u64) -> Option<u64> {
-        self.since += 1;
-        match self.logged_ms {
-            Some(at) if now_ms.saturating_sub(at) < self.every_ms => None,
-            _ => {
-                self.logged_ms = Some(now_ms);
-                Some(std::mem::take(&mut self.since))
-            }
-        }
-    }
-
-    /// The errors stopped (a fetch succeeded): the next one is logged at once.
-    pub fn clear(&mut self) {
-        self.logged_ms = None;
-        self.since = 0;
-    }
-}
-
 /// Which fetched messages are owed what. See the [module docs](self).
 #[derive(Debug)]
 pub struct Ledger {
@@ -517,18 +478,6 @@ mod tests {
         l.set_ack_floor(4);
         assert_eq!(l.resume_after(), Some(10));
         assert_eq!(l.status().last_durable_seq, 3);
-    }
-
-    #[test]
-    fn repeated_errors_are_a_line_per_interval_with_counts() {
-        let mut log = ErrorLog::new(10_000);
-        assert_eq!(log.note(0), Some(1), "the first at once");
-        let lines: Vec<u64> = (1..=100u64)
-            .filter_map(|i| log.note(i * 200)) // 20 s of errors
-            .collect();
-        assert_eq!(lines, vec![50, 50], "one line per 10 s, with the count");
-        log.clear();
-        assert_eq!(log.note(20_100), Some(1), "after a success, at once again");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -18,8 +18,9 @@ use async_nats::jetstream::consumer::PullConsumer;
 use super::append::ack;
 use super::config::NatsConfig;
 use super::consumer::{Connected, ConsumerCheck, check, recreate};
-use super::core::{ErrorLog, Fetched};
+use super::core::Fetched;
 use super::shell::{Shared, now_ms};
+use crate::log_window::LogWindow;
 use crate::pipeline::ingest::Ingest;
 use crate::telemetry::State;
 
@@ -31,8 +32,6 @@ const FETCH_SILENCE: Duration = Duration::from_secs(2);
 /// Longest wait between fetch retries after errors, and between attempts to create a
 /// deleted consumer again.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
-/// At most one WARN line per this long about fetches that keep failing.
-const FETCH_ERRORS_EVERY_MS: u64 = 10_000;
 
 /// One fetched message on its way to the WAL.
 pub(super) struct Item {
@@ -80,7 +79,7 @@ pub(super) async fn fetch_loop(
         shared,
         ingest,
         failures: 0,
-        errors: ErrorLog::new(FETCH_ERRORS_EVERY_MS),
+        errors: LogWindow::default(),
     };
     'fetching: loop {
         let demand = tokio::select! {
@@ -196,7 +195,7 @@ struct Recovery<'a> {
     shared: &'a Shared,
     ingest: &'a Ingest,
     failures: u32,
-    errors: ErrorLog,
+    errors: LogWindow,
 }
 
 impl Recovery<'_> {
@@ -220,7 +219,7 @@ impl Recovery<'_> {
         match check(&mut self.consumer).await {
             ConsumerCheck::Present => {
                 let delay = backoff(self.failures);
-                if let Some(n) = self.errors.note(now_ms()) {
+                if let Some(n) = self.errors.note(Instant::now(), 1) {
                     tracing::warn!(
                         source = self.name,
                         "nats: {error} ({n} failed fetches since the last line); retrying in {delay:?}"
