@@ -235,6 +235,23 @@ retries = 10
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// A nats-server with stream `S` holding `published` numbered messages, and weir
+/// reading it through the durable consumer `weir` (500 in flight, fetches of 100).
+fn a_source_on_stream_s(root: &Path, published: usize) -> (NatsServer, Js, Instance, Daemon) {
+    let server = NatsServer::start(nats_bin());
+    let js = Js::connect(&[server.url()]);
+    js.stream("S", &["in.>"], 1);
+    publish_numbered(&js, 0, published);
+    let weir = Instance::new(root, "w");
+    let config = source_config(
+        &weir,
+        &server.url(),
+        "max_inflight = 500\nfetch_batch = 100",
+    );
+    let daemon = weir.start(&config);
+    (server, js, weir, daemon)
+}
+
 /// Publishes `n` messages `m:FIRST` … to `in.0`.
 fn publish_numbered(js: &Js, first: usize, n: usize) {
     js.publish(
@@ -280,17 +297,7 @@ fn component<'a>(status: &'a Value, name: &str) -> &'a Value {
 fn a_deleted_consumer_is_created_again_after_the_last_durable_message() {
     const HALF: usize = 5_000;
     let root = tempfile::tempdir().expect("temp dir");
-    let server = NatsServer::start(nats_bin());
-    let js = Js::connect(&[server.url()]);
-    js.stream("S", &["in.>"], 1);
-    publish_numbered(&js, 0, HALF);
-    let weir = Instance::new(root.path(), "w");
-    let config = source_config(
-        &weir,
-        &server.url(),
-        "max_inflight = 500\nfetch_batch = 100",
-    );
-    let daemon = weir.start(&config);
+    let (_server, js, weir, daemon) = a_source_on_stream_s(root.path(), HALF);
     wait_distinct(&weir.out(), HALF, Duration::from_secs(60), &daemon);
     daemon.wait_for("every ack", Duration::from_secs(30), |s| {
         source_field(s, "acked") >= HALF as u64
@@ -361,17 +368,7 @@ fn a_deleted_stream_fails_the_source_with_the_cause() {
 fn a_consumer_deleted_mid_stream_loses_nothing() {
     const N: usize = 20_000;
     let root = tempfile::tempdir().expect("temp dir");
-    let server = NatsServer::start(nats_bin());
-    let js = Js::connect(&[server.url()]);
-    js.stream("S", &["in.>"], 1);
-    publish_numbered(&js, 0, N);
-    let weir = Instance::new(root.path(), "w");
-    let config = source_config(
-        &weir,
-        &server.url(),
-        "max_inflight = 500\nfetch_batch = 100",
-    );
-    let daemon = weir.start(&config);
+    let (_server, js, weir, daemon) = a_source_on_stream_s(root.path(), N);
     let before = daemon.wait_for("some acks", Duration::from_secs(60), |s| {
         source_field(s, "acked") >= 1_000
     });
