@@ -49,11 +49,33 @@ pub(crate) struct CursorState {
     pub gaps: u64,
     pub gap_records: u64,
     pub reader_out: bool,
+    /// Its sink was removed while the log is open ([`Wal::detach_cursor`]): it holds
+    /// no retention, has no reader and is not reported. Kept in place (readers index
+    /// the cursors) and taken back by [`Wal::add_cursor`] under the same name.
+    ///
+    /// [`Wal::detach_cursor`]: crate::Wal::detach_cursor
+    /// [`Wal::add_cursor`]: crate::Wal::add_cursor
+    pub detached: bool,
 }
 
 impl CursorState {
+    /// A cursor at `committed`, attached, with no reader out.
+    pub fn new(name: String, config: CursorConfig, committed: u64) -> Self {
+        CursorState {
+            name,
+            config,
+            committed,
+            released: false,
+            releases: 0,
+            gaps: 0,
+            gap_records: 0,
+            reader_out: false,
+            detached: false,
+        }
+    }
+
     fn holds_retention(&self) -> bool {
-        self.config.required && !self.released
+        self.config.required && !self.released && !self.detached
     }
 }
 
@@ -386,7 +408,7 @@ impl Core {
         let start = self.start();
         for i in 0..self.cursors.len() {
             let c = &self.cursors[i];
-            if !c.config.required {
+            if !c.config.required || c.detached {
                 continue;
             }
             let lag = c.config.max_lag;
@@ -429,16 +451,7 @@ mod tests {
             max_disk: 1000,
             segment_bytes: 300,
             on_full,
-            cursors: vec![CursorState {
-                name: "a".into(),
-                config: CursorConfig::default(),
-                committed: 0,
-                released: false,
-                releases: 0,
-                gaps: 0,
-                gap_records: 0,
-                reader_out: false,
-            }],
+            cursors: vec![CursorState::new("a".into(), CursorConfig::default(), 0)],
             retained_segments_deleted: 0,
             evicted_segments: 0,
             evicted_records: 0,

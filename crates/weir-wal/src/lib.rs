@@ -65,6 +65,7 @@ pub mod faults;
 pub mod format;
 mod identity;
 mod inbox;
+mod live;
 mod open_report;
 mod read_ahead;
 mod read_batch;
@@ -89,6 +90,7 @@ pub use config::{
 pub use core::FS_RESERVE;
 pub use error::{AppendError, CommitError, CursorError, OpenError, ReadError};
 pub use identity::ID_FILE;
+pub use live::LiveError;
 pub use open_report::{OpenReport, QuarantinedSegment};
 pub use read_batch::{Gap, ReadBatch, ReadLimits, Record};
 pub use reader::{Reader, reader_memory_bound};

@@ -69,7 +69,11 @@ impl Reader {
     pub(crate) fn new(shared: Arc<Shared>, name: &str) -> Result<Reader, CursorError> {
         let (index, next) = {
             let mut core = shared.core();
-            let Some(index) = core.cursors.iter().position(|c| c.name == name) else {
+            let Some(index) = core
+                .cursors
+                .iter()
+                .position(|c| c.name == name && !c.detached)
+            else {
                 return Err(CursorError::Unknown(name.to_owned()));
             };
             let c = &mut core.cursors[index];

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::path::Path;
 
-use crate::config::{RecoveryScan, StartFrom, WalConfig};
+use crate::config::{CursorConfig, RecoveryScan, StartFrom, WalConfig};
 use crate::core::{Core, CursorState, Hole, SegMeta};
 use crate::error::OpenError;
 use crate::format::{
@@ -304,59 +304,13 @@ pub(crate) fn open_dir(config: &WalConfig, now_ms: u64) -> Result<(Opened, OpenR
 
     let mut cursors = Vec::with_capacity(config.cursors.len());
     for (name, cfg) in &config.cursors {
-        let path = dir.join(CURSOR_DIR).join(format!("{name}.cursor"));
-        let default = match cfg.start_from {
-            StartFrom::Earliest => start,
-            StartFrom::Latest => durable_end,
-        };
-        let committed = match fs::read(&path) {
-            Ok(bytes) => match decode_cursor(&bytes) {
-                Some(offset) if offset > durable_end => {
-                    tracing::warn!(
-                        cursor = %name,
-                        file = %path.display(),
-                        saved = offset,
-                        durable_end,
-                        records = offset - durable_end,
-                        "WAL cursor {name} was saved at {offset}, past the durable end \
-                         {durable_end} (the tail it pointed into was lost): moved back to \
-                         {durable_end}"
-                    );
-                    report.cursors_clamped.push(name.clone());
-                    durable_end
-                }
-                Some(offset) => offset,
-                None => {
-                    tracing::warn!(
-                        cursor = %name,
-                        file = %path.display(),
-                        bytes = bytes.len(),
-                        restart = start,
-                        records = durable_end - start,
-                        "WAL cursor {name}: {} is unreadable ({} bytes, not a cursor \
-                         record); reset to the earliest record {start}: {} records \
-                         ({start}..{durable_end}) will be delivered again",
-                        path.display(),
-                        bytes.len(),
-                        durable_end - start
-                    );
-                    report.cursors_reset.push(name.clone());
-                    start
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => default,
-            Err(e) => return Err(OpenError::io("reading cursor", &path, e)),
-        };
-        cursors.push(CursorState {
-            name: name.clone(),
-            config: *cfg,
-            committed,
-            released: false,
-            releases: 0,
-            gaps: 0,
-            gap_records: 0,
-            reader_out: false,
-        });
+        let (committed, note) = load_cursor(dir, name, cfg, start, durable_end)?;
+        match note {
+            Some(CursorNote::Clamped) => report.cursors_clamped.push(name.clone()),
+            Some(CursorNote::Reset) => report.cursors_reset.push(name.clone()),
+            None => {}
+        }
+        cursors.push(CursorState::new(name.clone(), *cfg, committed));
     }
 
     report.segments = segments.len();
@@ -486,4 +440,67 @@ fn count_frames_after_header(path: &Path) -> u64 {
         n += 1;
     }
     n
+}
+
+/// What [`load_cursor`] had to correct in a saved cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CursorNote {
+    /// Saved past the durable end: moved back to it.
+    Clamped,
+    /// Unreadable: reset to the earliest record.
+    Reset,
+}
+
+/// The committed position of cursor `name`: its saved file in `<dir>/cursors/`, or
+/// `cfg.start_from` (between `start` and `durable_end`) when it has none. A position
+/// past the durable end is clamped, an unreadable file reset to `start`, each logged
+/// (WARN) and noted.
+pub(crate) fn load_cursor(
+    dir: &Path,
+    name: &str,
+    cfg: &CursorConfig,
+    start: u64,
+    durable_end: u64,
+) -> Result<(u64, Option<CursorNote>), OpenError> {
+    let path = dir.join(CURSOR_DIR).join(format!("{name}.cursor"));
+    let default = match cfg.start_from {
+        StartFrom::Earliest => start,
+        StartFrom::Latest => durable_end,
+    };
+    match fs::read(&path) {
+        Ok(bytes) => match decode_cursor(&bytes) {
+            Some(offset) if offset > durable_end => {
+                tracing::warn!(
+                    cursor = %name,
+                    file = %path.display(),
+                    saved = offset,
+                    durable_end,
+                    records = offset - durable_end,
+                    "WAL cursor {name} was saved at {offset}, past the durable end \
+                     {durable_end} (the tail it pointed into was lost): moved back to \
+                     {durable_end}"
+                );
+                Ok((durable_end, Some(CursorNote::Clamped)))
+            }
+            Some(offset) => Ok((offset, None)),
+            None => {
+                tracing::warn!(
+                    cursor = %name,
+                    file = %path.display(),
+                    bytes = bytes.len(),
+                    restart = start,
+                    records = durable_end - start,
+                    "WAL cursor {name}: {} is unreadable ({} bytes, not a cursor \
+                     record); reset to the earliest record {start}: {} records \
+                     ({start}..{durable_end}) will be delivered again",
+                    path.display(),
+                    bytes.len(),
+                    durable_end - start
+                );
+                Ok((start, Some(CursorNote::Reset)))
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((default, None)),
+        Err(e) => Err(OpenError::io("reading cursor", &path, e)),
+    }
 }

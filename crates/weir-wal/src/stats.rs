@@ -111,6 +111,7 @@ impl WalStats {
         let cursors = core
             .cursors
             .iter()
+            .filter(|c| !c.detached)
             .map(|c| CursorStats {
                 name: c.name.clone(),
                 required: c.config.required,

@@ -74,8 +74,6 @@ struct Inner {
     max_batch_bytes: u64,
     /// The WAL's identity (`wal.id`).
     id: String,
-    /// The disk budget.
-    max_disk: u64,
     /// The writer thread; it owns the directory lock and releases it when it exits.
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -148,7 +146,6 @@ impl Wal {
                 pending,
                 max_batch_bytes: config.max_batch_bytes(),
                 id,
-                max_disk: config.max_disk,
                 writer: Mutex::new(Some(handle)),
             }),
         };
@@ -319,9 +316,9 @@ impl Wal {
         &self.inner.shared.dir
     }
 
-    /// The disk budget (`max_disk`).
+    /// The disk budget (`max_disk`), as last set ([`set_budget`](Self::set_budget)).
     pub fn max_disk(&self) -> u64 {
-        self.inner.max_disk
+        self.inner.shared.core().max_disk
     }
 
     /// The most the log can hold now: `max_disk`, or, when its filesystem has less room
@@ -337,6 +334,11 @@ impl Wal {
     /// retention. Cheap: one lock, no I/O.
     pub fn bytes_since(&self, offset: u64) -> u64 {
         self.inner.shared.core().lag_bytes(offset)
+    }
+
+    /// The state shared with the writer and the readers.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
     }
 
     /// The state shared with the writer (tests stall the writer by holding its lock).

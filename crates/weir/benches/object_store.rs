@@ -72,8 +72,11 @@ fn context() -> Context {
         .expect("WAL config");
     let (wal, _) = Wal::open(config).expect("WAL");
     let cx = SinkContext {
-        config_hash: "sha256:bench".into(),
-        on_full: OnFull::Block,
+        stamp: weir::sinks::parquet::FooterMetadata {
+            config_hash: "sha256:bench".into(),
+            on_full: OnFull::Block,
+        }
+        .into(),
         wal,
         data_dir: dir.path().join("data"),
         retry: weir::sinks::Retry {

@@ -1,6 +1,6 @@
-//! `weir run` end to end under signals: SIGHUP drains like SIGTERM (there is no config
-//! reload yet; a hangup used to kill the daemon at once, exit 129, no drain), and after
-//! SIGSTOP the generator does not burst what it missed.
+//! `weir run` end to end under signals: SIGHUP reloads and the daemon keeps running
+//! (a hangup used to stop it), SIGTERM drains and exits 0, and after SIGSTOP the
+//! generator does not burst what it missed.
 
 mod run_support;
 
@@ -39,15 +39,28 @@ path = "{out}"
 }
 
 #[test]
-fn sighup_drains_and_exits_0_like_sigterm() {
+fn sighup_reloads_and_sigterm_drains_and_exits_0() {
     let tmp = tempfile::tempdir().unwrap();
     let status = free_addr();
     let path = write_config(tmp.path(), &config(tmp.path(), status));
     let mut daemon = Daemon::start(tmp.path(), &path, status, &[]);
+    let records = |s: &serde_json::Value| s["sinks"]["out"]["records"].as_u64().unwrap_or(0);
     daemon.wait_for("records to arrive", Duration::from_secs(10), |s| {
-        s["sinks"]["out"]["records"].as_u64().unwrap_or(0) > 100
+        records(s) > 100
     });
+    // The same file again: applied, nothing restarted, records keep flowing.
     daemon.signal("HUP");
+    let reloaded = daemon.wait_for("the reload", Duration::from_secs(10), |s| {
+        s["config"]["last_reload"]["result"] == "applied"
+    });
+    let reload = &reloaded["config"]["last_reload"];
+    assert_eq!(reload["unchanged"], 2, "{reload:#}");
+    assert_eq!(reload["restarted"], serde_json::json!([]), "{reload:#}");
+    let n = records(&reloaded);
+    daemon.wait_for("records after the reload", Duration::from_secs(10), |s| {
+        records(s) > n + 100
+    });
+    daemon.signal("TERM");
     let started = Instant::now();
     let code = loop {
         if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -55,14 +68,15 @@ fn sighup_drains_and_exits_0_like_sigterm() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "no exit after SIGHUP:\n{}",
+            "no exit after SIGTERM:\n{}",
             daemon.stderr()
         );
         std::thread::sleep(Duration::from_millis(20));
     };
     let stderr = daemon.stderr();
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("SIGHUP: shutting down"), "{stderr}");
+    assert!(stderr.contains("SIGHUP: reloading"), "{stderr}");
+    assert!(stderr.contains("SIGTERM: shutting down"), "{stderr}");
     // Drained: the sink's cursor reached everything the WAL made durable.
     let inspect = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
         .args([

@@ -12,6 +12,7 @@ macro_rules! out {
 
 pub mod config;
 pub mod lab;
+pub mod reload;
 pub mod run;
 pub mod status;
 pub mod top;
@@ -34,8 +35,10 @@ enum Command {
     Lab(lab::LabArgs),
     /// Check a configuration file and print every bound, the memory estimate and the disk budgets.
     Validate(validate::ValidateArgs),
-    /// Run a pipeline: sources → WAL → sinks, until SIGTERM or SIGINT.
+    /// Run a pipeline: sources → WAL → sinks, until SIGTERM or SIGINT; SIGHUP reloads its configuration.
     Run(run::RunArgs),
+    /// Make a running daemon read its configuration file again and apply what changed.
+    Reload(reload::ReloadArgs),
     /// Ask a running daemon for its status: component states, queue fill, WAL and sinks.
     Status(status::StatusArgs),
     /// Watch a running daemon in the terminal: components, rates, queue fill, WAL budget, sink lag.
@@ -70,6 +73,7 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Lab(args) => lab::run(args),
         Command::Run(args) => run::run(args),
+        Command::Reload(args) => reload::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Status(args) => status::run(args),
         Command::Top(args) => top::run(args),

@@ -1,4 +1,4 @@
-//! `weir run CONFIG`: runs the pipeline until SIGTERM, SIGINT or SIGHUP.
+//! `weir run CONFIG`: runs the pipeline until SIGTERM or SIGINT; SIGHUP reloads CONFIG.
 //!
 //! Logs go to stderr through a bounded, lossy writer (`WEIR_LOG` sets the level or
 //! filter, default `info`). Exits 0 after a graceful shutdown; 1 with every configuration error (one per line
@@ -54,7 +54,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .thread_name("weir")
         .build()?;
-    let result = runtime.block_on(crate::runtime::run(config, log.clone()));
+    let result = runtime.block_on(crate::runtime::run(
+        config,
+        Some(args.config.clone()),
+        log.clone(),
+    ));
     // Blocking reads of stdin (file source "-") must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     // Outside the runtime: waiting for the log writer parks no async worker. A stalled

@@ -35,6 +35,8 @@ pub struct RuntimeConfig {
     pub log_queue: NonZeroU32,
     /// `log_line_max_bytes`: the longest log line kept.
     pub log_line_max_bytes: ByteSize,
+    /// `pid_file`: where `weir run` writes its process id (for `weir reload`).
+    pub pid_file: Option<PathBuf>,
 }
 
 impl RuntimeConfig {
@@ -102,6 +104,13 @@ impl RuntimeConfig {
                 "Longest log line kept; longer lines are truncated.",
             )
             .or(ByteSize::kib(4));
+        let pid_file = s
+            .key(
+                "pid_file",
+                "Where `weir run` writes its process id while it runs (removed at exit); `weir reload CONFIG` sends SIGHUP to it. Unset: no file.",
+            )
+            .example("/run/weir/weir.pid")
+            .opt();
         if !status_addr.ip().is_loopback() && !status_public {
             s.error(
                 "status_addr",
@@ -121,6 +130,7 @@ impl RuntimeConfig {
             shutdown_timeout,
             log_queue,
             log_line_max_bytes,
+            pid_file,
         })
     }
 }

@@ -528,8 +528,14 @@ pub async fn drive<S: Sink>(
     loop {
         let reader = match wal.reader(&config.name) {
             Ok(reader) => reader,
+            Err(weir_wal::CursorError::InUse(_)) if *phase.borrow() == Phase::Run => {
+                // A reload restarted this sink while its previous driver, aborted, is
+                // still letting go of the reader.
+                tokio::time::sleep(config.retry_initial).await;
+                continue;
+            }
             Err(e) => {
-                // Declared at startup from the same configuration: cannot happen.
+                // Declared before the driver starts (at startup or by a reload).
                 tracing::error!("sink {}: {e}", config.name);
                 stats.component.set_state(State::Failed(e.to_string()));
                 return;

@@ -47,11 +47,11 @@ pub fn line(
 fn totals(registry: &Registry) -> Totals {
     Totals {
         records_in: registry
-            .sources
+            .sources()
             .iter()
             .map(|(_, _, s)| get(&s.records))
             .sum(),
-        records_out: registry.sinks.iter().map(|e| get(&e.stats.records)).sum(),
+        records_out: registry.sinks().iter().map(|(_, s)| get(&s.records)).sum(),
     }
 }
 

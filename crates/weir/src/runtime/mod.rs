@@ -17,9 +17,15 @@
 //! stored durably. So a crash loses nothing acknowledged, and a restart delivers again
 //! at most the batches a sink had written but not yet committed.
 //!
+//! # Reload
+//!
+//! On SIGHUP, `weir reload` or `POST /reload` (loopback only), the configuration file
+//! is read and checked again, and what changed is applied while the rest keeps running
+//! ([`reload`]). A file with errors changes nothing.
+//!
 //! # Shutdown
 //!
-//! On SIGTERM, SIGINT or SIGHUP: sources stop taking input (the HTTP listener closes, in-flight
+//! On SIGTERM or SIGINT: sources stop taking input (the HTTP listener closes, in-flight
 //! requests are answered), their in-flight batches become durable or are refused; then
 //! each sink drains up to the WAL's durable end, closes its files and commits its
 //! cursor — all within `runtime.shutdown_timeout`, after which whatever is stored is
@@ -38,43 +44,48 @@
 //! [`run`] is five steps, each its own function: [`check`] (everything that can fail
 //! before anything is created: credential variables, CA files, listen addresses),
 //! [`open`] (the WAL, the quarantine, each sink's directory), [`start`] (sink drivers,
-//! sources, status), [`wait`] (for SIGTERM, SIGINT or SIGHUP) and [`drain`] (stop the sources,
+//! sources, status), [`wait`] (for SIGTERM or SIGINT, reloading on SIGHUP) and [`drain`] (stop the sources,
 //! drain the sinks within `runtime.shutdown_timeout`, close the WAL).
 
+pub mod components;
 pub mod fds;
 pub mod live;
 pub mod malloc;
+pub mod pid;
+pub mod reload;
 pub mod status;
 pub mod wal;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use weir_flow::semaphore::{DualSemaphore, DualSemaphoreConfig};
-use weir_wal::{OpenReport, ReadLimits, Wal};
+use weir_wal::{OpenReport, Wal};
 
 use crate::config::Config;
 use crate::logging::LogHandle;
-use crate::pipeline::driver::{self, DriverConfig, Phase};
-use crate::pipeline::{Ingest, Reserved, SinkStats, SourceStats};
+use crate::pipeline::Reserved;
 use crate::quarantine::Quarantine;
-use crate::sinks::{Sink, SinkContext};
-use crate::sources::{self, SourceContext};
+use crate::sinks::ConfigStamp;
+use crate::sinks::parquet::FooterMetadata;
+use crate::sources;
 use crate::telemetry::{Component, ComponentKind, State, Telemetry};
 
-use self::status::{Registry, SinkEntry};
+use self::components::{OpenedSink, Pipeline, stop_sinks, stop_sources};
+use self::reload::{Components, ConfigStatus, ReloadReport};
+use self::status::Registry;
 
-/// How long, after the drain deadline, drivers get to commit what they stored.
-const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often source states are brought in line with their waits.
-const REFLECT_EVERY: Duration = Duration::from_millis(100);
+const REFLECT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Runs the pipeline until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully.
+/// Runs the pipeline until SIGTERM or SIGINT, then shuts down gracefully. SIGHUP (and
+/// `POST /reload`) reloads the configuration from `path` ([`reload`]).
 ///
 /// # Errors
 ///
@@ -86,14 +97,22 @@ const REFLECT_EVERY: Duration = Duration::from_millis(100);
 /// # Cancel safety
 ///
 /// Not meant to be cancelled: it ends on a signal.
-pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    path: Option<PathBuf>,
+    log: Option<LogHandle>,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     // Installed first, so that a signal during startup is not lost.
     let mut signals = Signals::new().context("installing the SIGTERM/SIGINT/SIGHUP handlers")?;
     let checked = check(&config).await?;
     fds::check_fd_limit(&config);
+    let pid_file = match &config.runtime.pid_file {
+        Some(path) => Some(pid::PidFile::create(path).context("runtime.pid_file")?),
+        None => None,
+    };
     let opened = open(&config, log.as_ref()).await?;
-    let running = start(&config, checked, opened, log.clone());
+    let mut running = start(&config, path, checked, opened, log.clone());
     tracing::info!(
         "running ({} sources, {} sinks); status on http://{}/status; started in {:?}",
         config.sources.len(),
@@ -102,8 +121,9 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         started.elapsed()
     );
     let live_line = if running.live.is_some() { log } else { None };
-    wait(&mut signals, live_line).await;
-    drain(&config, running).await;
+    wait(&mut signals, &mut running, live_line).await;
+    drain(running).await;
+    drop(pid_file);
     Ok(())
 }
 
@@ -141,20 +161,10 @@ pub async fn check(config: &Config) -> anyhow::Result<Checked> {
 
 /// What [`open`] opened.
 pub struct Opened {
-    telemetry: Telemetry,
-    wal: Wal,
+    pipeline: Pipeline,
     wal_component: Component,
     report: OpenReport,
-    quarantine: Quarantine,
-    sinks: Vec<OpenedSink>,
-}
-
-/// A sink opened in step 2, with what its driver's stats share with it.
-struct OpenedSink {
-    name: String,
-    sink: Sink,
-    detail: Arc<std::sync::OnceLock<crate::pipeline::Detail>>,
-    unencodable: Arc<std::sync::atomic::AtomicU64>,
+    sinks: Vec<(String, OpenedSink)>,
 }
 
 /// Step 2: the WAL (recovering it), the quarantine and each sink (its directory).
@@ -193,53 +203,44 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
     let quarantine = Quarantine::new(&config.quarantine.dir, config.quarantine.max_disk.bytes())
         .context("quarantine.dir")?
         .with_telemetry(&telemetry);
-    let config_hash = format!("sha256:{}", hash.hex());
-    let mut sinks = Vec::new();
-    for (name, sink_config) in &config.sinks {
-        let detail = Arc::new(std::sync::OnceLock::new());
-        let unencodable = Arc::default();
-        let cx = SinkContext {
-            config_hash: config_hash.clone(),
-            on_full: config.wal.on_full,
-            retry: sink_config.retry,
-            telemetry: telemetry.clone(),
-            quarantine: quarantine.clone(),
-            detail: Arc::clone(&detail),
-            unencodable: Arc::clone(&unencodable),
-            wal: wal.clone(),
-            data_dir: config.runtime.data_dir.clone(),
-        };
-        let (n, kind) = (name.clone(), sink_config.kind.clone());
-        let sink = tokio::task::spawn_blocking(move || kind.open(&n, &cx))
-            .await?
-            .with_context(|| format!("sinks.{name}"))?;
-        sinks.push(OpenedSink {
-            name: name.clone(),
-            sink,
-            detail,
-            unencodable,
-        });
-    }
-    Ok(Opened {
+    let channel = DualSemaphore::new(DualSemaphoreConfig::new(
+        u64::from(config.wal.channel_batches.get()),
+        config.wal.max_pending_bytes.bytes(),
+    ));
+    let pipeline = Pipeline {
+        registry: Arc::new(Registry::new(wal.clone(), channel.clone())),
         telemetry,
         wal,
+        quarantine,
+        channel,
+        reserved: Arc::new(Reserved::new()),
+        stamp: ConfigStamp::new(FooterMetadata {
+            config_hash: format!("sha256:{}", hash.hex()),
+            on_full: config.wal.on_full,
+        }),
+        data_dir: config.runtime.data_dir.clone(),
+    };
+    let mut sinks = Vec::new();
+    for (name, sink_config) in &config.sinks {
+        sinks.push((name.clone(), pipeline.open_sink(name, sink_config).await?));
+    }
+    Ok(Opened {
+        pipeline,
         wal_component,
         report,
-        quarantine,
         sinks,
     })
 }
 
 /// What [`start`] started.
 pub struct Running {
-    wal: Wal,
+    components: Components,
+    /// The file to reload from, if any.
+    path: Option<PathBuf>,
     wal_component: Component,
-    quarantine: Quarantine,
-    registry: Arc<Registry>,
-    stop_tx: watch::Sender<bool>,
-    phase_tx: watch::Sender<Phase>,
-    sources: JoinSet<()>,
-    drivers: JoinSet<()>,
+    /// Reloads asked for by `POST /reload`, each with where to send its outcome.
+    reloads: mpsc::Receiver<oneshot::Sender<ReloadReport>>,
+    status_stop: watch::Sender<bool>,
     reflect: JoinHandle<()>,
     history: JoinHandle<()>,
     status_server: JoinHandle<()>,
@@ -247,120 +248,89 @@ pub struct Running {
 }
 
 /// Step 3: one driver per sink, then the sources, then `/status` (and the live line on
-/// a terminal, through `log`).
-pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogHandle>) -> Running {
+/// a terminal, through `log`). `path` is the file reloads read.
+pub fn start(
+    config: &Config,
+    path: Option<PathBuf>,
+    checked: Checked,
+    opened: Opened,
+    log: Option<LogHandle>,
+) -> Running {
     let Opened {
-        telemetry,
-        wal,
+        pipeline,
         wal_component,
         report,
-        quarantine,
-        sinks,
+        sinks: opened_sinks,
     } = opened;
+    let telemetry = pipeline.telemetry.clone();
 
-    // Sinks: one driver each, run again from the committed cursor after a rewind.
-    let (phase_tx, phase_rx) = watch::channel(Phase::Run);
-    let mut drivers = JoinSet::new();
-    let mut sink_entries = Vec::new();
-    for OpenedSink {
-        name,
-        sink,
-        detail,
-        unencodable,
-    } in sinks
-    {
-        let sink_config = &config.sinks[&name];
-        let component = telemetry.component(ComponentKind::Sink, &name);
-        quarantine.attach(&component);
-        let mut stats = SinkStats::new(component);
-        stats.detail = detail;
-        stats.unencodable = unencodable;
-        let stats = Arc::new(stats);
-        sink_entries.push(SinkEntry {
-            name: name.clone(),
-            kind: sink.type_name(),
-            stats: Arc::clone(&stats),
-            channel_batches: u64::from(sink_config.channel_batches.get()),
-            channel_bytes: sink_config.channel_bytes(),
-            max_lag: serde_json::to_value(sink_config.max_lag).unwrap_or_default(),
-        });
-        let driver_config = DriverConfig {
-            name,
-            inputs: sink_config.inputs.clone(),
-            limits: ReadLimits {
-                max_records: sink_config.read_batch_records.get() as usize,
-                max_bytes: sink_config.read_batch_bytes.bytes(),
-            },
-            channel_batches: sink_config.channel_batches.get() as usize,
-            retry_initial: sink_config.retry.initial.get(),
-            retry_max: sink_config.retry.max.get(),
-            filter: sink_config.filter.clone(),
-        };
-        drivers.spawn(driver::drive(
-            driver_config,
-            wal.clone(),
-            sink,
-            stats,
-            phase_rx.clone(),
-            quarantine.clone(),
-        ));
+    // Sinks first: each is driven from its committed cursor before a source writes.
+    let mut sinks = BTreeMap::new();
+    for (name, sink) in opened_sinks {
+        let running = pipeline.start_sink(&name, &config.sinks[&name], sink);
+        sinks.insert(name, running);
     }
 
     // Sources.
-    let channel = DualSemaphore::new(DualSemaphoreConfig::new(
-        u64::from(config.wal.channel_batches.get()),
-        config.wal.max_pending_bytes.bytes(),
-    ));
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut source_tasks = JoinSet::new();
-    let mut source_entries = Vec::new();
-    let reserved = Arc::new(Reserved::new());
     let Checked {
         sources: mut source_checks,
         status_listener,
     } = checked;
+    let mut sources = BTreeMap::new();
     for (name, source) in &config.sources {
         let Some(source_check) = source_checks.remove(name) else {
             continue;
         };
-        let component = telemetry.component(ComponentKind::Source, name);
-        component.set_state(State::Running);
-        quarantine.attach(&component);
-        let stats = Arc::new(SourceStats::new(component));
-        let ingest = Ingest::new(
-            wal.clone(),
-            channel.clone(),
-            Arc::clone(&reserved),
-            source.max_uncommitted_tickets.get(),
-            Arc::clone(&stats),
+        sources.insert(
+            name.clone(),
+            pipeline.start_source(name, source, source_check),
         );
-        let cx = SourceContext {
-            name: Arc::from(name.as_str()),
-            ingest,
-            stop: stop_rx.clone(),
-            quarantine: quarantine.clone(),
-            telemetry: telemetry.clone(),
-            data_dir: config.runtime.data_dir.clone(),
-        };
-        source.kind.start(source_check, cx, &mut source_tasks);
-        source_entries.push((name.clone(), source.kind.type_name(), stats));
     }
 
     // Status.
-    let registry = Arc::new(Registry {
-        wal: wal.clone(),
-        channel,
-        sources: source_entries,
-        sinks: sink_entries,
-    });
+    let registry = Arc::clone(&pipeline.registry);
     registry.register(
         &telemetry,
         serde_json::to_value(&report).unwrap_or_default(),
     );
-    let q = quarantine.clone();
+    let q = pipeline.quarantine.clone();
     telemetry.register_status("quarantine", move || {
         serde_json::to_value(q.stats()).unwrap_or_default()
     });
+    let config_status = Arc::new(Mutex::new(ConfigStatus {
+        file: path.clone(),
+        hash: config.hash().to_string(),
+        loaded_unix_ms: reload::unix_ms_now(),
+        reloads_applied: 0,
+        reloads_refused: 0,
+        last_reload: None,
+    }));
+    let shown = Arc::clone(&config_status);
+    telemetry.register_status("config", move || {
+        let status = shown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        serde_json::to_value(&*status).unwrap_or_default()
+    });
+    let (reload_tx, reloads) = mpsc::channel::<oneshot::Sender<ReloadReport>>(4);
+    if path.is_some() {
+        telemetry.set_reload_hook(Arc::new(move || {
+            let reload_tx = reload_tx.clone();
+            Box::pin(async move {
+                let (tx, rx) = oneshot::channel();
+                if reload_tx.send(tx).await.is_err() {
+                    return (false, serde_json::json!({"error": "weir is shutting down"}));
+                }
+                match rx.await {
+                    Ok(report) => (
+                        report.applied(),
+                        serde_json::to_value(&report).unwrap_or_default(),
+                    ),
+                    Err(_) => (false, serde_json::json!({"error": "weir is shutting down"})),
+                }
+            })
+        }));
+    }
     let reflect = tokio::spawn({
         let registry = Arc::clone(&registry);
         let wal_component = wal_component.clone();
@@ -368,7 +338,7 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
             let mut tick = tokio::time::interval(REFLECT_EVERY);
             loop {
                 tick.tick().await;
-                for (_, _, s) in &registry.sources {
+                for (_, _, s) in registry.sources() {
                     s.reflect();
                 }
                 if let Some(cause) = registry.wal.stats().poisoned {
@@ -385,9 +355,10 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
         max_connections: config.runtime.status_max_connections,
         header_timeout: config.runtime.status_header_timeout.get(),
     };
+    let (status_stop, status_stop_rx) = watch::channel(false);
     let status_server = tokio::spawn({
         let telemetry = telemetry.clone();
-        let mut stop = stop_rx.clone();
+        let mut stop = status_stop_rx;
         async move {
             let shutdown = async move { crate::pipeline::stopped(&mut stop).await };
             telemetry.serve(status_listener, limits, shutdown).await;
@@ -395,14 +366,17 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
     });
     let live = live::spawn_if_terminal(Arc::clone(&registry), log);
     Running {
-        wal,
+        components: Components {
+            config: config.clone(),
+            pipeline,
+            sources,
+            sinks,
+            status: config_status,
+        },
+        path,
         wal_component,
-        quarantine,
-        registry,
-        stop_tx,
-        phase_tx,
-        sources: source_tasks,
-        drivers,
+        reloads,
+        status_stop,
         reflect,
         history,
         status_server,
@@ -410,12 +384,34 @@ pub fn start(config: &Config, checked: Checked, opened: Opened, log: Option<LogH
     }
 }
 
-/// Step 4: waits for SIGTERM, SIGINT or SIGHUP; a second signal then exits at once
-/// with 128 + its number (143 for SIGTERM, 130 for SIGINT).
-/// `live_line`: the log writer drawing the live line, which is then ended (through
-/// the writer: nothing here writes to stderr).
-pub async fn wait(signals: &mut Signals, live_line: Option<LogHandle>) {
-    let signal = signals.next().await;
+/// Step 4: runs until SIGTERM or SIGINT, reloading the configuration on SIGHUP and
+/// `POST /reload`; a second stopping signal then exits at once with 128 + its number
+/// (143 for SIGTERM, 130 for SIGINT). `live_line`: the log writer drawing the live
+/// line, which is then ended (through the writer: nothing here writes to stderr).
+pub async fn wait(signals: &mut Signals, running: &mut Running, live_line: Option<LogHandle>) {
+    let signal = loop {
+        tokio::select! {
+            signal = signals.next() => {
+                if signal.name != "SIGHUP" {
+                    break signal;
+                }
+                match running.path.clone() {
+                    Some(path) => {
+                        tracing::info!("SIGHUP: reloading {}", path.display());
+                        running.components.reload(&path, "SIGHUP").await;
+                    }
+                    None => tracing::warn!("SIGHUP: no configuration file to reload"),
+                }
+            }
+            Some(reply) = running.reloads.recv() => {
+                if let Some(path) = running.path.clone() {
+                    tracing::info!("POST /reload: reloading {}", path.display());
+                    let report = running.components.reload(&path, "POST /reload").await;
+                    let _ = reply.send(report);
+                }
+            }
+        }
+    };
     if let Some(log) = live_line {
         log.end_status_line();
     }
@@ -425,78 +421,64 @@ pub async fn wait(signals: &mut Signals, live_line: Option<LogHandle>) {
     );
     let mut rest = std::mem::replace(signals, Signals::closed());
     tokio::spawn(async move {
-        let second = rest.next().await;
-        let code = 128 + second.number;
-        tracing::warn!("second signal ({}): exiting now with {code}", second.name);
-        std::process::exit(code);
+        loop {
+            let second = rest.next().await;
+            if second.name == "SIGHUP" {
+                tracing::warn!("SIGHUP while shutting down: not reloading");
+                continue;
+            }
+            let code = 128 + second.number;
+            tracing::warn!("second signal ({}): exiting now with {code}", second.name);
+            std::process::exit(code);
+        }
     });
 }
 
 /// Step 5: stops the sources (their in-flight batches become durable or are refused),
 /// drains every sink up to the WAL's durable end within `runtime.shutdown_timeout`,
 /// commits their cursors and closes the WAL.
-pub async fn drain(config: &Config, running: Running) {
+pub async fn drain(running: Running) {
     let Running {
-        wal,
+        components,
         wal_component,
-        quarantine,
-        registry,
-        stop_tx,
-        phase_tx,
-        sources: mut source_tasks,
-        mut drivers,
+        status_stop,
         reflect,
         history,
         status_server,
         live,
+        ..
     } = running;
+    let Components {
+        config,
+        pipeline,
+        sources,
+        sinks,
+        ..
+    } = components;
     let deadline = tokio::time::Instant::now() + config.runtime.shutdown_timeout;
-    let _ = stop_tx.send(true);
-    if tokio::time::timeout_at(deadline, async {
-        while source_tasks.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
-    {
-        tracing::warn!(
-            "sources did not stop within runtime.shutdown_timeout; refusing what is in flight"
-        );
-        source_tasks.abort_all();
-    }
-    let _ = phase_tx.send(Phase::Drain(wal.durable_end()));
-    if tokio::time::timeout_at(deadline, async {
-        while drivers.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
-    {
-        tracing::warn!(
-            "sinks did not drain within runtime.shutdown_timeout; committing what they stored"
-        );
-        let _ = phase_tx.send(Phase::Stop);
-        if tokio::time::timeout(STOP_GRACE, async {
-            while drivers.join_next().await.is_some() {}
-        })
-        .await
-        .is_err()
-        {
-            drivers.abort_all();
-        }
-    }
+    stop_sources(sources.into_iter().collect(), deadline).await;
+    let wal = pipeline.wal.clone();
+    stop_sinks(
+        sinks.into_iter().collect(),
+        Some(wal.durable_end()),
+        deadline,
+    )
+    .await;
     if let Some(live) = live {
         live.abort();
     }
     reflect.abort();
     history.abort();
-    let q = quarantine.clone();
+    let q = pipeline.quarantine.clone();
     match tokio::task::spawn_blocking(move || q.sync()).await {
         Ok(Err(e)) => tracing::warn!("quarantine: final sync failed: {e}"),
         Err(e) => tracing::warn!("quarantine: final sync did not run: {e}"),
         Ok(Ok(())) => {}
     }
-    quarantine.flush_logs();
+    pipeline.quarantine.flush_logs();
+    let _ = status_stop.send(true);
     let _ = status_server.await;
-    drop(registry);
+    drop(pipeline);
     wal.close().await;
     wal_component.set_state(State::Stopped);
     tracing::info!("stopped");
@@ -507,7 +489,7 @@ pub struct Signals {
     handlers: Option<[(tokio::signal::unix::Signal, Caught); 3]>,
 }
 
-/// A signal that stops the daemon: its name and number.
+/// A signal the daemon acts on: its name and number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caught {
     /// `SIGTERM`, `SIGINT` or `SIGHUP`.
@@ -531,8 +513,7 @@ impl Signals {
         let [term, int, hup] = [
             caught(SignalKind::terminate(), "SIGTERM"),
             caught(SignalKind::interrupt(), "SIGINT"),
-            // No config reload: a hangup (a closed terminal, a supervisor's habit)
-            // drains like SIGTERM instead of killing the daemon mid-batch.
+            // Reloads the configuration (`systemctl reload`, logrotate's postrotate).
             caught(SignalKind::hangup(), "SIGHUP"),
         ];
         Ok(Signals {

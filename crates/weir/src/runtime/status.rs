@@ -17,7 +17,7 @@
 //! Queues: `source->wal` (the shared channel, bounded in batches and bytes) and
 //! `wal->SINK` for each sink's channel.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use weir_flow::semaphore::DualSemaphore;
@@ -30,17 +30,20 @@ use crate::telemetry::Telemetry;
 #[path = "status_tests.rs"]
 mod tests;
 
-/// Everything the runtime reports on.
+/// Everything the runtime reports on. Sources and sinks come and go with reloads.
 pub struct Registry {
     /// The WAL.
     pub wal: Wal,
     /// The source → WAL channel.
     pub channel: DualSemaphore,
-    /// The sources: name, type, counters.
-    pub sources: Vec<(String, &'static str, Arc<SourceStats>)>,
+    /// The sources.
+    sources: Mutex<Vec<SourceEntry>>,
     /// The sinks.
-    pub sinks: Vec<SinkEntry>,
+    sinks: Mutex<Vec<SinkEntry>>,
 }
+
+/// One source in the registry: name, type, counters.
+pub type SourceEntry = (String, &'static str, Arc<SourceStats>);
 
 /// One sink in the registry.
 pub struct SinkEntry {
@@ -58,11 +61,82 @@ pub struct SinkEntry {
     pub max_lag: Value,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Registry {
+    /// A registry of the WAL and the source → WAL channel, with no source or sink yet.
+    pub fn new(wal: Wal, channel: DualSemaphore) -> Self {
+        Self {
+            wal,
+            channel,
+            sources: Mutex::new(Vec::new()),
+            sinks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The sources' counters, by name.
+    pub fn sources(&self) -> Vec<SourceEntry> {
+        lock(&self.sources).clone()
+    }
+
+    /// The sinks' counters, by name (name, counters).
+    pub fn sinks(&self) -> Vec<(String, Arc<SinkStats>)> {
+        lock(&self.sinks)
+            .iter()
+            .map(|e| (e.name.clone(), Arc::clone(&e.stats)))
+            .collect()
+    }
+
+    /// Adds (or, after a restart, replaces) a source and registers its metrics.
+    pub fn add_source(&self, telemetry: &Telemetry, entry: SourceEntry) {
+        register_source_metrics(telemetry, &entry);
+        let mut sources = lock(&self.sources);
+        sources.retain(|(name, _, _)| *name != entry.0);
+        sources.push(entry);
+        sources.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+
+    /// Adds (or replaces) a sink: its channel's queue and its metrics.
+    pub fn add_sink(&self, telemetry: &Telemetry, entry: SinkEntry) {
+        let stats = Arc::clone(&entry.stats);
+        telemetry.register_queue(
+            &format!("wal->{}", entry.name),
+            Some(entry.channel_batches),
+            Some(entry.channel_bytes),
+            move || stats.channel.flow_stats(),
+        );
+        register_sink_metrics(telemetry, &self.wal, &entry);
+        let mut sinks = lock(&self.sinks);
+        sinks.retain(|e| e.name != entry.name);
+        sinks.push(entry);
+        sinks.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Sets a sink's `max_lag` as shown (a reload applied it live).
+    pub fn set_max_lag(&self, name: &str, max_lag: Value) {
+        if let Some(e) = lock(&self.sinks).iter_mut().find(|e| e.name == name) {
+            e.max_lag = max_lag;
+        }
+    }
+
+    /// Removes a source (a reload removed it); its state, queue and metrics leave the
+    /// telemetry.
+    pub fn remove_source(&self, telemetry: &Telemetry, name: &str) {
+        lock(&self.sources).retain(|(n, _, _)| n != name);
+        telemetry.forget_component(crate::telemetry::ComponentKind::Source, name);
+    }
+
+    /// Removes a sink (a reload removed it).
+    pub fn remove_sink(&self, telemetry: &Telemetry, name: &str) {
+        lock(&self.sinks).retain(|e| e.name != name);
+        telemetry.forget_component(crate::telemetry::ComponentKind::Sink, name);
+    }
+
     /// The `sources` section.
     pub fn sources_section(&self) -> Value {
-        let map: serde_json::Map<String, Value> = self
-            .sources
+        let map: serde_json::Map<String, Value> = lock(&self.sources)
             .iter()
             .map(|(name, kind, s)| {
                 let mut section = json!({
@@ -98,8 +172,7 @@ impl Registry {
     /// The `sinks` section.
     pub fn sinks_section(&self) -> Value {
         let wal = self.wal.stats();
-        let map: serde_json::Map<String, Value> = self
-            .sinks
+        let map: serde_json::Map<String, Value> = lock(&self.sinks)
             .iter()
             .map(|e| {
                 let s = &e.stats;
@@ -128,7 +201,8 @@ impl Registry {
         Value::Object(map)
     }
 
-    /// Registers queues, sections and metrics with `telemetry`.
+    /// Registers the channel's queue, the sections and the WAL's metrics with
+    /// `telemetry` (each source and sink registers its own as it is added).
     pub fn register(self: &Arc<Self>, telemetry: &Telemetry, recovery: Value) {
         let total = self.channel.total();
         let channel = self.channel.clone();
@@ -145,15 +219,6 @@ impl Registry {
                 flow
             },
         );
-        for e in &self.sinks {
-            let stats = Arc::clone(&e.stats);
-            telemetry.register_queue(
-                &format!("wal->{}", e.name),
-                Some(e.channel_batches),
-                Some(e.channel_bytes),
-                move || stats.channel.flow_stats(),
-            );
-        }
         let me = Arc::clone(self);
         telemetry.register_status("sources", move || me.sources_section());
         let me = Arc::clone(self);
@@ -167,129 +232,6 @@ impl Registry {
     }
 
     fn register_metrics(&self, telemetry: &Telemetry) {
-        type SourceField = fn(&SourceStats) -> &std::sync::atomic::AtomicU64;
-        let rejected = "Records a source could not make durable (WAL full under reject, admission timeout), by reason.";
-        let per_source: [(&str, &str, Option<&str>, SourceField); 6] = [
-            (
-                "weir_source_records_total",
-                "Records a source made durable in the WAL.",
-                None,
-                |s| &s.records,
-            ),
-            (
-                "weir_source_bytes_total",
-                "Bytes (WAL frames) a source made durable.",
-                None,
-                |s| &s.bytes,
-            ),
-            (
-                "weir_source_rejected_total",
-                rejected,
-                Some("wal_refused"),
-                |s| &s.refused_records,
-            ),
-            (
-                "weir_source_rejected_total",
-                rejected,
-                Some("admission_expired"),
-                |s| &s.expired_records,
-            ),
-            (
-                "weir_source_rejected_total",
-                rejected,
-                Some("request_refused"),
-                |s| &s.refused_requests,
-            ),
-            (
-                "weir_source_in_doubt_records_total",
-                "Records written and then not fsynced (the WAL failed): they may or may \
-                 not be delivered after a restart.",
-                None,
-                |s| &s.in_doubt_records,
-            ),
-        ];
-        for (name, _, s) in &self.sources {
-            for (metric, help, reason, field) in per_source {
-                let mut labels = vec![("source", name.as_str())];
-                labels.extend(reason.map(|r| ("reason", r)));
-                let c = Arc::clone(s);
-                telemetry.register_counter_fn(metric, help, &labels, move || get(field(&c)));
-            }
-        }
-        type SinkField = fn(&SinkStats) -> &std::sync::atomic::AtomicU64;
-        let per_sink: [(&str, &str, SinkField); 8] = [
-            ("weir_sink_records_total", "Records a sink stored.", |s| {
-                &s.records
-            }),
-            (
-                "weir_sink_bytes_total",
-                "Payload bytes of the batches a sink stored.",
-                |s| &s.bytes,
-            ),
-            (
-                "weir_retry_total",
-                "Failed sink writes that were retried.",
-                |s| &s.retries,
-            ),
-            (
-                "weir_sink_unencodable_total",
-                "Records a sink could not encode (quarantined).",
-                |s| &s.unencodable,
-            ),
-            (
-                "weir_sink_filtered_records_total",
-                "Records of a sink's inputs its `where` filter did not pass (skipped).",
-                |s| &s.filtered,
-            ),
-            (
-                "weir_sink_filter_errors_total",
-                "Records a sink's `where` filter could not evaluate (dropped or kept by on_filter_error).",
-                |s| &s.filter_errors,
-            ),
-            (
-                "weir_wal_gap_total",
-                "Gaps a sink saw: records deleted before it read them.",
-                |s| &s.gaps,
-            ),
-            (
-                "weir_wal_gap_records_total",
-                "Records in the gaps a sink saw.",
-                |s| &s.gap_records,
-            ),
-        ];
-        type CursorGauge = fn(&weir_wal::CursorStats) -> f64;
-        #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
-        let per_cursor: [(&str, &str, CursorGauge); 2] = [
-            (
-                "weir_sink_lag_records",
-                "Records between a sink's cursor and the WAL's durable end.",
-                |c| c.lag_records as f64,
-            ),
-            (
-                "weir_sink_lag_seconds",
-                "Age of the oldest record a sink has not yet committed (0 when caught up).",
-                |c| c.lag_age_ms as f64 / 1000.0,
-            ),
-        ];
-        for e in &self.sinks {
-            let labels = [("sink", e.name.as_str())];
-            for (metric, help, field) in per_sink {
-                let c = Arc::clone(&e.stats);
-                telemetry.register_counter_fn(metric, help, &labels, move || get(field(&c)));
-            }
-            for (metric, help, gauge) in per_cursor {
-                let wal = self.wal.clone();
-                let name = e.name.clone();
-                telemetry.register_gauge_fn(metric, help, &labels, move || {
-                    let stats = wal.stats();
-                    stats
-                        .cursors
-                        .iter()
-                        .find(|c| c.name == name)
-                        .map_or(0.0, gauge)
-                });
-            }
-        }
         let wal = self.wal.clone();
         telemetry.register_gauge_fn(
             "weir_wal_disk_used_bytes",
@@ -326,5 +268,133 @@ impl Registry {
             let wal = self.wal.clone();
             telemetry.register_counter_fn(metric, help, &[], move || get(&wal.stats()));
         }
+    }
+}
+
+/// A source's metrics, read from its counters at scrape time.
+fn register_source_metrics(telemetry: &Telemetry, entry: &SourceEntry) {
+    type SourceField = fn(&SourceStats) -> &std::sync::atomic::AtomicU64;
+    let rejected = "Records a source could not make durable (WAL full under reject, admission timeout), by reason.";
+    let per_source: [(&str, &str, Option<&str>, SourceField); 6] = [
+        (
+            "weir_source_records_total",
+            "Records a source made durable in the WAL.",
+            None,
+            |s| &s.records,
+        ),
+        (
+            "weir_source_bytes_total",
+            "Bytes (WAL frames) a source made durable.",
+            None,
+            |s| &s.bytes,
+        ),
+        (
+            "weir_source_rejected_total",
+            rejected,
+            Some("wal_refused"),
+            |s| &s.refused_records,
+        ),
+        (
+            "weir_source_rejected_total",
+            rejected,
+            Some("admission_expired"),
+            |s| &s.expired_records,
+        ),
+        (
+            "weir_source_rejected_total",
+            rejected,
+            Some("request_refused"),
+            |s| &s.refused_requests,
+        ),
+        (
+            "weir_source_in_doubt_records_total",
+            "Records written and then not fsynced (the WAL failed): they may or may \
+                 not be delivered after a restart.",
+            None,
+            |s| &s.in_doubt_records,
+        ),
+    ];
+    let (name, _, s) = entry;
+    for (metric, help, reason, field) in per_source {
+        let mut labels = vec![("source", name.as_str())];
+        labels.extend(reason.map(|r| ("reason", r)));
+        let c = Arc::clone(s);
+        telemetry.register_counter_fn(metric, help, &labels, move || get(field(&c)));
+    }
+}
+
+/// A sink's metrics, read from its counters and its cursor at scrape time.
+fn register_sink_metrics(telemetry: &Telemetry, wal: &Wal, e: &SinkEntry) {
+    type SinkField = fn(&SinkStats) -> &std::sync::atomic::AtomicU64;
+    let per_sink: [(&str, &str, SinkField); 8] = [
+        ("weir_sink_records_total", "Records a sink stored.", |s| {
+            &s.records
+        }),
+        (
+            "weir_sink_bytes_total",
+            "Payload bytes of the batches a sink stored.",
+            |s| &s.bytes,
+        ),
+        (
+            "weir_retry_total",
+            "Failed sink writes that were retried.",
+            |s| &s.retries,
+        ),
+        (
+            "weir_sink_unencodable_total",
+            "Records a sink could not encode (quarantined).",
+            |s| &s.unencodable,
+        ),
+        (
+            "weir_sink_filtered_records_total",
+            "Records of a sink's inputs its `where` filter did not pass (skipped).",
+            |s| &s.filtered,
+        ),
+        (
+            "weir_sink_filter_errors_total",
+            "Records a sink's `where` filter could not evaluate (dropped or kept by on_filter_error).",
+            |s| &s.filter_errors,
+        ),
+        (
+            "weir_wal_gap_total",
+            "Gaps a sink saw: records deleted before it read them.",
+            |s| &s.gaps,
+        ),
+        (
+            "weir_wal_gap_records_total",
+            "Records in the gaps a sink saw.",
+            |s| &s.gap_records,
+        ),
+    ];
+    type CursorGauge = fn(&weir_wal::CursorStats) -> f64;
+    #[allow(clippy::cast_precision_loss, reason = "gauges are f64")]
+    let per_cursor: [(&str, &str, CursorGauge); 2] = [
+        (
+            "weir_sink_lag_records",
+            "Records between a sink's cursor and the WAL's durable end.",
+            |c| c.lag_records as f64,
+        ),
+        (
+            "weir_sink_lag_seconds",
+            "Age of the oldest record a sink has not yet committed (0 when caught up).",
+            |c| c.lag_age_ms as f64 / 1000.0,
+        ),
+    ];
+    let labels = [("sink", e.name.as_str())];
+    for (metric, help, field) in per_sink {
+        let c = Arc::clone(&e.stats);
+        telemetry.register_counter_fn(metric, help, &labels, move || get(field(&c)));
+    }
+    for (metric, help, gauge) in per_cursor {
+        let wal = wal.clone();
+        let name = e.name.clone();
+        telemetry.register_gauge_fn(metric, help, &labels, move || {
+            let stats = wal.stats();
+            stats
+                .cursors
+                .iter()
+                .find(|c| c.name == name)
+                .map_or(0.0, gauge)
+        });
     }
 }

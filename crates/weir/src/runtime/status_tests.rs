@@ -51,19 +51,22 @@ fn every_history_series_is_read_from_the_runtime_report_and_agrees_with_metrics(
     sink.bytes.store(30_000, Ordering::Relaxed);
     sink.gap_records.store(3, Ordering::Relaxed);
     sink.retries.store(2, Ordering::Relaxed);
-    let registry = Arc::new(Registry {
-        wal: wal.clone(),
-        channel: DualSemaphore::new(DualSemaphoreConfig::new(256, 8 << 20)),
-        sources: vec![("gen".into(), "generator", Arc::clone(&source))],
-        sinks: vec![SinkEntry {
+    let registry = Arc::new(Registry::new(
+        wal.clone(),
+        DualSemaphore::new(DualSemaphoreConfig::new(256, 8 << 20)),
+    ));
+    registry.add_source(&telemetry, ("gen".into(), "generator", Arc::clone(&source)));
+    registry.add_sink(
+        &telemetry,
+        SinkEntry {
             name: "lake".into(),
             kind: "blackhole",
             stats: Arc::clone(&sink),
             channel_batches: 2,
             channel_bytes: 1 << 20,
             max_lag: serde_json::Value::Null,
-        }],
-    });
+        },
+    );
     registry.register(&telemetry, serde_json::json!({}));
     let quarantine = Quarantine::new(&dir.path().join("quarantine"), 1 << 20).expect("quarantine");
     let q = quarantine.clone();

@@ -26,7 +26,8 @@ pub fn wal_config(config: &Config) -> Result<WalConfig, weir_wal::ConfigError> {
     builder.build()
 }
 
-fn cursor(sink: &SinkConfig) -> CursorConfig {
+/// The cursor of `sink`: its `required`, `max_lag` and `start_from`.
+pub fn cursor(sink: &SinkConfig) -> CursorConfig {
     CursorConfig {
         required: sink.required,
         max_lag: MaxLag {

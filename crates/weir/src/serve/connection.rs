@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use weir_flow::semaphore::Permit;
 
 use super::CONNECTION_BUFFER_BYTES;
-use super::listener::Listener;
+use super::listener::{Listener, PeerAddr};
 use super::server::OpenGuard;
 
 /// Serves requests on `io` until the client closes, a request head is late by
@@ -36,6 +36,13 @@ pub(super) async fn serve_connection<L, S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let _slot = slot;
+    let peer = L::peer(&io).map(PeerAddr);
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(peer);
+        }
+        service.call(request)
+    });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())

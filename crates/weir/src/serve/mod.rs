@@ -30,7 +30,7 @@ mod server;
 mod tests;
 
 pub use self::accept::{AcceptErrors, AcceptFailed};
-pub use self::listener::Listener;
+pub use self::listener::{Listener, PeerAddr};
 pub use self::server::{Connections, Limits, Server};
 
 /// hyper's read and write buffer limit per connection: a request head must fit (a

@@ -10,6 +10,7 @@ use crate::keys::{Bounds, Section};
 use crate::pipeline::{Detail, Sink, SinkError};
 use crate::quarantine::Quarantine;
 use crate::sinks::Retry;
+use crate::sinks::parquet::FooterMetadata;
 use crate::telemetry::Telemetry;
 
 /// A sink type's configuration: the keys it reads under `[sinks.NAME]`.
@@ -38,13 +39,47 @@ pub trait SinkKeys: Sized {
     }
 }
 
+/// The configuration in force as sinks record it in what they write (Parquet footers,
+/// object metadata): its hash and `wal.on_full`. One per pipeline, shared by its sinks;
+/// a reload sets it, and every file or object finished afterwards carries the new
+/// values.
+#[derive(Debug, Clone)]
+pub struct ConfigStamp(Arc<std::sync::Mutex<FooterMetadata>>);
+
+impl ConfigStamp {
+    /// A stamp holding `footer`.
+    pub fn new(footer: FooterMetadata) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(footer)))
+    }
+
+    /// The values in force now.
+    pub fn get(&self) -> FooterMetadata {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Sets the values in force (a reload).
+    pub fn set(&self, footer: FooterMetadata) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = footer;
+    }
+}
+
+impl From<FooterMetadata> for ConfigStamp {
+    fn from(footer: FooterMetadata) -> Self {
+        Self::new(footer)
+    }
+}
+
 /// What every sink may record about the pipeline it belongs to (Parquet footers do).
 #[derive(Debug, Clone)]
 pub struct SinkContext {
-    /// The configuration's hash (`sha256:…`).
-    pub config_hash: String,
-    /// The WAL's `on_full` choice.
-    pub on_full: weir_wal::OnFull,
+    /// The configuration's full hash (`sha256:…`) and `wal.on_full`, as in force.
+    pub stamp: ConfigStamp,
     /// The WAL: its id names objects; what an open file pins of its budget decides
     /// budget-aware rotation ([`crate::sinks::rotate::pins_too_much`]).
     pub wal: weir_wal::Wal,

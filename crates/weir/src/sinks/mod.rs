@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use self::component::{OpenSink, SinkContext, SinkKeys};
+pub use self::component::{ConfigStamp, OpenSink, SinkContext, SinkKeys};
 pub use self::config::{MaxLag, Retry, SinkConfig};
 use crate::keys::{Bounds, Section, SectionDoc, document};
 use crate::pipeline::{self, SinkBatch, SinkError, Unencodable, Written};

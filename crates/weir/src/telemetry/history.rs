@@ -457,17 +457,22 @@ pub fn forecast(points: &[(u64, f64)], max_disk: Option<f64>) -> Forecast {
 
 /// The ring and its layout: what the sampler writes and `/history` reads.
 pub struct History {
-    layout: HistoryLayout,
     interval: Duration,
+    held: Mutex<Held>,
+}
+
+/// The layout and the ring it fills, changed together by [`History::relayout`].
+struct Held {
+    layout: std::sync::Arc<HistoryLayout>,
     disk_bytes: Option<usize>,
     max_disk: Option<usize>,
-    ring: Mutex<Ring>,
+    ring: Ring,
 }
 
 impl std::fmt::Debug for History {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("History")
-            .field("series", &self.layout.series.len())
+            .field("series", &self.lock().layout.series.len())
             .field("interval", &self.interval)
             .finish_non_exhaustive()
     }
@@ -483,12 +488,45 @@ impl History {
     pub fn new(layout: HistoryLayout, interval: Duration, capacity: usize) -> Self {
         let ring = Ring::new(capacity, layout.series.len());
         Self {
+            interval,
+            held: Mutex::new(Held {
+                disk_bytes: position(&layout, "wal.disk_bytes"),
+                max_disk: position(&layout, "wal.max_disk"),
+                layout: std::sync::Arc::new(layout),
+                ring,
+            }),
+        }
+    }
+
+    /// Changes the series kept (a reload added or removed sources and sinks): the
+    /// samples held are kept for every series in both layouts, a new series reads as
+    /// absent (`null`) before now, and a dropped one is forgotten. The ring keeps its
+    /// capacity; its memory follows the number of series.
+    pub fn relayout(&self, layout: HistoryLayout) {
+        let mut held = self.lock();
+        if *held.layout == layout {
+            return;
+        }
+        let old = &held.ring;
+        let mut ring = Ring::new(old.capacity, layout.series.len());
+        let from: Vec<Option<usize>> = layout
+            .series
+            .iter()
+            .map(|s| position(&held.layout, &s.name))
+            .collect();
+        let mut row = vec![f64::NAN; layout.series.len()];
+        for i in 0..old.len {
+            for (value, from) in row.iter_mut().zip(&from) {
+                *value = from.map_or(f64::NAN, |f| old.value(i, f));
+            }
+            ring.push(old.time(i), &row);
+        }
+        *held = Held {
             disk_bytes: position(&layout, "wal.disk_bytes"),
             max_disk: position(&layout, "wal.max_disk"),
-            layout,
-            interval,
-            ring: Mutex::new(ring),
-        }
+            layout: std::sync::Arc::new(layout),
+            ring,
+        };
     }
 
     /// The time between samples.
@@ -497,52 +535,60 @@ impl History {
     }
 
     /// The series kept.
-    pub fn layout(&self) -> &HistoryLayout {
-        &self.layout
+    pub fn layout(&self) -> HistoryLayout {
+        (*self.lock().layout).clone()
     }
 
     /// The memory the ring allocated: its timestamps and values.
     pub fn memory_bytes(&self) -> u64 {
-        let ring = self.lock();
+        let held = self.lock();
+        let ring = &held.ring;
         8 * (ring.t_unix_ms.capacity() as u64 + ring.values.capacity() as u64)
     }
 
     /// What `/status` reports under `history`: samples held and the ring's bounds.
     pub fn status(&self) -> serde_json::Value {
-        let ring = self.lock();
+        let held = self.lock();
+        let ring = &held.ring;
         serde_json::json!({
             "held": ring.len,
             "capacity": ring.capacity,
             "interval_ms": u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX),
-            "series": self.layout.series.len(),
+            "series": held.layout.series.len(),
             "memory_bytes": 8 * (ring.t_unix_ms.capacity() as u64 + ring.values.capacity() as u64),
             "newest_unix_ms": (ring.len > 0).then(|| ring.time(ring.len - 1)),
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
-        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes one sample of `report`, stamped `t_unix_ms`; the oldest is overwritten
     /// once the ring is full. The values are read before the ring's lock is taken.
     pub fn record(&self, t_unix_ms: u64, report: &StatusReport) {
-        let mut row = vec![f64::NAN; self.layout.series.len()];
-        self.layout.read(report, &mut row);
-        self.lock().push(t_unix_ms, &row);
+        let layout = std::sync::Arc::clone(&self.lock().layout);
+        let mut row = vec![f64::NAN; layout.series.len()];
+        layout.read(report, &mut row);
+        let mut held = self.lock();
+        // A relayout in between: this row was read for the layout before it.
+        if std::sync::Arc::ptr_eq(&held.layout, &layout) {
+            held.ring.push(t_unix_ms, &row);
+        }
     }
 
     /// The samples taken after `since_unix_ms` (all held samples without it), with the
     /// WAL forecast over the latest samples.
     pub fn report(&self, since_unix_ms: Option<u64>) -> HistoryReport {
-        let ring = self.lock();
+        let held = self.lock();
+        let ring = &held.ring;
         let from = since_unix_ms.map_or(0, |since| {
             (0..ring.len)
                 .find(|&i| ring.time(i) > since)
                 .unwrap_or(ring.len)
         });
         let t_unix_ms = (from..ring.len).map(|i| ring.time(i)).collect();
-        let series = self
+        let series = held
             .layout
             .series
             .iter()
@@ -556,13 +602,13 @@ impl History {
                     .collect(),
             })
             .collect();
-        let wal_forecast = match self.disk_bytes {
+        let wal_forecast = match held.disk_bytes {
             Some(disk) => {
                 let start = ring.len.saturating_sub(FORECAST_SAMPLES);
                 let points: Vec<(u64, f64)> = (start..ring.len)
                     .map(|i| (ring.time(i), ring.value(i, disk)))
                     .collect();
-                let max = self.max_disk.and_then(|m| {
+                let max = held.max_disk.and_then(|m| {
                     (0..ring.len)
                         .rev()
                         .map(|i| ring.value(i, m))
@@ -627,6 +673,14 @@ impl super::Telemetry {
         let shown = std::sync::Arc::clone(&history);
         self.register_status("history", move || shown.status());
         history
+    }
+
+    /// Changes the series of the history, if one is installed
+    /// ([`History::relayout`]).
+    pub fn relayout_history(&self, layout: HistoryLayout) {
+        if let Some(history) = self.history() {
+            history.relayout(layout);
+        }
     }
 
     /// Takes one sample of the status report now, if a history is installed.

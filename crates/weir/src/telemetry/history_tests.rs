@@ -260,3 +260,32 @@ fn the_report_carries_the_forecast_over_the_latest_samples() {
     assert!((rate - 5.0).abs() < 1e-9, "{rate}");
     assert_eq!(f.full_in_seconds, Some(150.0));
 }
+
+/// A relayout (a reload added a sink and removed a source) keeps the samples of the
+/// series in both layouts, reads a new series as absent before it, and forgets the
+/// series of what was removed.
+#[test]
+fn a_relayout_keeps_the_samples_of_the_series_that_stay() {
+    let (records, lag, disk) = Default::default();
+    let telemetry = wired(&records, &lag, &disk);
+    let history = History::new(layout(), SAMPLE_INTERVAL, 5);
+    for i in 0..3u64 {
+        records.store(i * 10, Ordering::Relaxed);
+        history.record(1_000 * (i + 1), &telemetry.status());
+    }
+    history.relayout(HistoryLayout::pipeline(["other"], ["lake", "new"]));
+    history.record(4_000, &telemetry.status());
+    let report = history.report(None);
+    assert_eq!(report.t_unix_ms, [1_000, 2_000, 3_000, 4_000]);
+    assert!(report.series("sources.gen.records").is_none(), "forgotten");
+    let kept = &report.series("wal.disk_bytes").expect("kept").values;
+    assert_eq!(kept.len(), 4);
+    assert!(kept.iter().all(Option::is_some), "{kept:?}");
+    let new = &report.series("sinks.new.records").expect("added").values;
+    assert_eq!(&new[..3], &[None, None, None], "absent before the reload");
+    assert_eq!(
+        history.layout(),
+        HistoryLayout::pipeline(["other"], ["lake", "new"])
+    );
+    assert!(history.status()["series"].as_u64().unwrap() > layout().series().len() as u64);
+}

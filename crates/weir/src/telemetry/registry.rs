@@ -62,14 +62,24 @@ struct Metrics {
 }
 
 struct Inner {
-    config_hash: String,
+    config_hash: Mutex<String>,
     started_at: SystemTime,
     started_instant: Instant,
     probes: Arc<Probes>,
     sections: Mutex<Vec<(String, Probe<serde_json::Value>)>>,
     metrics: Mutex<Metrics>,
     history: std::sync::OnceLock<Arc<super::history::History>>,
+    reload: std::sync::OnceLock<ReloadHook>,
 }
+
+/// What `POST /reload` calls: reloads the configuration and answers with the outcome
+/// (`ok`: whether it was applied) and the body to send back.
+pub type ReloadHook = Arc<
+    dyn Fn()
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = (bool, serde_json::Value)> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The daemon's telemetry: component states, queue probes, counters and gauges, and
 /// the status sections, served by [`router`](Telemetry::router) as `/status`,
@@ -105,7 +115,7 @@ pub struct Telemetry {
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Telemetry")
-            .field("config_hash", &self.inner.config_hash)
+            .field("config_hash", &self.config_hash())
             .finish_non_exhaustive()
     }
 }
@@ -205,7 +215,7 @@ impl Telemetry {
         registry.register_collector(Box::new(ProbeCollector(Arc::clone(&probes))));
         Self {
             inner: Arc::new(Inner {
-                config_hash,
+                config_hash: Mutex::new(config_hash),
                 started_at: SystemTime::now(),
                 started_instant: Instant::now(),
                 probes,
@@ -215,13 +225,54 @@ impl Telemetry {
                     by_name: BTreeMap::new(),
                 }),
                 history: std::sync::OnceLock::new(),
+                reload: std::sync::OnceLock::new(),
             }),
         }
     }
 
-    /// The configuration hash given to [`new`](Self::new).
-    pub fn config_hash(&self) -> &str {
-        &self.inner.config_hash
+    /// The hash of the configuration in force: given to [`new`](Self::new), changed
+    /// by [`set_config_hash`](Self::set_config_hash) when a reload applies a new one.
+    pub fn config_hash(&self) -> String {
+        lock(&self.inner.config_hash).clone()
+    }
+
+    /// Sets the hash of the configuration in force (after a reload).
+    pub fn set_config_hash(&self, config_hash: String) {
+        *lock(&self.inner.config_hash) = config_hash;
+    }
+
+    /// Installs what `POST /reload` calls; false (and `hook` dropped) if one is
+    /// already installed. Without one, `POST /reload` answers 503.
+    pub fn set_reload_hook(&self, hook: ReloadHook) -> bool {
+        self.inner.reload.set(hook).is_ok()
+    }
+
+    /// What `POST /reload` calls, once installed.
+    pub(super) fn reload_hook(&self) -> Option<&ReloadHook> {
+        self.inner.reload.get()
+    }
+
+    /// Forgets the component `name` of `kind` (a source or sink removed by a reload):
+    /// its state, its queue (`wal->NAME` for a sink) and the scrape-time metrics
+    /// labelled with it leave `/status`, `/metrics` and the dashboard. Counters it
+    /// made with [`counter`](Self::counter) keep their last value in `/metrics`, as a
+    /// Prometheus counter of a series that stopped.
+    pub fn forget_component(&self, kind: ComponentKind, name: &str) {
+        lock(&self.inner.probes.components).retain(|c| !(c.kind == kind && c.name == name));
+        let label = match kind {
+            ComponentKind::Source => "source",
+            ComponentKind::Sink => {
+                let queue = format!("wal->{name}");
+                lock(&self.inner.probes.queues).retain(|q| q.name != queue);
+                "sink"
+            }
+            ComponentKind::Wal | ComponentKind::Runtime => return,
+        };
+        for family in lock(&self.inner.probes.fn_metrics).values_mut() {
+            family
+                .series
+                .retain(|(labels, _)| !labels.iter().any(|(k, v)| k == label && v == name));
+        }
     }
 
     /// When the registry was created.

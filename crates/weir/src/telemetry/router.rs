@@ -6,12 +6,12 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Json};
-use axum::routing::get;
+use axum::routing::{get, post};
 use hyper_util::service::TowerToHyperService;
 
 use super::dashboard::DASHBOARD_HTML;
 use super::registry::Telemetry;
-use crate::serve::{CONNECTION_MEMORY_BYTES, Limits, Server};
+use crate::serve::{CONNECTION_MEMORY_BYTES, Limits, PeerAddr, Server};
 
 impl Telemetry {
     /// The telemetry routes, ready to serve on `runtime.status_addr`:
@@ -20,10 +20,14 @@ impl Telemetry {
     /// - `GET /history`: the [`HistoryReport`](super::history::HistoryReport) as JSON
     ///   (`?since=UNIX_MS`: only samples taken after it); 404 when no history runs;
     /// - `GET /metrics`: Prometheus text format (version 0.0.4);
-    /// - `GET /`: a self-contained HTML dashboard that polls `/status` every second.
+    /// - `GET /`: a self-contained HTML dashboard that polls `/status` every second;
+    /// - `POST /reload`: reloads the configuration file (`weir reload`), only from a
+    ///   loopback address; 200 with what changed, 422 with the errors of a file that
+    ///   was not applied, 403 from another address, 503 when nothing can reload.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", get(dashboard))
+            .route("/reload", post(reload))
             .route("/status", get(status))
             .route("/history", get(history))
             .route("/metrics", get(metrics))
@@ -100,6 +104,37 @@ async fn metrics(State(telemetry): State<Telemetry>) -> impl IntoResponse {
         )],
         telemetry.render_metrics(),
     )
+}
+
+async fn reload(
+    State(telemetry): State<Telemetry>,
+    peer: Option<axum::Extension<PeerAddr>>,
+) -> axum::response::Response {
+    match peer {
+        Some(axum::Extension(PeerAddr(peer))) if peer.ip().to_canonical().is_loopback() => {}
+        _ => {
+            return (
+                StatusCode::FORBIDDEN,
+                "POST /reload is accepted only from a loopback address; on this host run \
+                 `weir reload` or send SIGHUP\n",
+            )
+                .into_response();
+        }
+    }
+    let Some(hook) = telemetry.reload_hook() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server cannot reload a configuration\n",
+        )
+            .into_response();
+    };
+    let (applied, body) = hook().await;
+    let code = if applied {
+        StatusCode::OK
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
+    };
+    (code, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
 }
 
 async fn dashboard() -> Html<&'static str> {

@@ -157,7 +157,7 @@ impl Telemetry {
             .map(|(name, probe)| (name, probe()))
             .collect();
         StatusReport {
-            config_hash: self.config_hash().to_owned(),
+            config_hash: self.config_hash(),
             started_unix_ms: unix_ms(started_at),
             uptime_seconds: started_instant.elapsed().as_secs_f64(),
             components,

@@ -562,3 +562,91 @@ fn degraded_overlays_the_flow_state_until_cleared_and_failed_wins() {
     assert_eq!(report.components[0].state, "failed");
     assert_eq!(report.components[0].reason.as_deref(), Some("gave up"));
 }
+
+async fn post_reload(telemetry: &Telemetry, peer: Option<&str>) -> (StatusCode, String) {
+    let mut request = Request::post("/reload")
+        .body(Body::empty())
+        .expect("request");
+    if let Some(peer) = peer {
+        request
+            .extensions_mut()
+            .insert(crate::serve::PeerAddr(peer.parse().expect("address")));
+    }
+    let response = telemetry
+        .router()
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// `POST /reload` runs the hook only for a loopback peer (IPv4, IPv6, or IPv4 mapped
+/// into IPv6), answers 422 with the outcome when it was not applied, and 503 without a
+/// hook.
+#[tokio::test]
+async fn reload_is_accepted_only_from_loopback() {
+    let telemetry = Telemetry::new("sha256:test".into());
+    assert_eq!(
+        post_reload(&telemetry, Some("127.0.0.1:5000")).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = std::sync::Arc::clone(&calls);
+    assert!(telemetry.set_reload_hook(std::sync::Arc::new(move || {
+        let n = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Box::pin(async move { (n == 0, serde_json::json!({ "call": n })) })
+    })));
+    for peer in [None, Some("10.1.2.3:5000"), Some("[2001:db8::1]:5000")] {
+        let (status, body) = post_reload(&telemetry, peer).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{peer:?}");
+        assert!(body.contains("only from a loopback address"), "{body}");
+    }
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let (status, body) = post_reload(&telemetry, Some("127.0.0.1:5000")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"call":0}"#));
+    let (status, _) = post_reload(&telemetry, Some("[::1]:5000")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "not applied");
+    let (status, _) = post_reload(&telemetry, Some("[::ffff:127.0.0.1]:5000")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // Only GET elsewhere; only POST here.
+    assert_eq!(
+        get(&telemetry, "/reload").await.0,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+}
+
+/// A forgotten component leaves the states, its queue and its scrape-time metrics.
+#[test]
+fn a_forgotten_sink_leaves_status_and_metrics() {
+    let telemetry = Telemetry::new("sha256:test".into());
+    telemetry.component(ComponentKind::Sink, "gone");
+    telemetry.component(ComponentKind::Sink, "kept");
+    for name in ["gone", "kept"] {
+        telemetry.register_queue(&format!("wal->{name}"), Some(2), None, FlowStats::default);
+        telemetry.register_counter_fn(
+            "weir_sink_records_total",
+            "Records a sink stored.",
+            &[("sink", name)],
+            || 7,
+        );
+    }
+    telemetry.forget_component(ComponentKind::Sink, "gone");
+    let status = telemetry.status();
+    let names: Vec<&str> = status.components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["kept"]);
+    let queues: Vec<&str> = status.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(queues, ["wal->kept"]);
+    let metrics = telemetry.render_metrics();
+    assert!(
+        metrics.contains(r#"weir_sink_records_total{sink="kept"} 7"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(r#"sink="gone""#), "{metrics}");
+}

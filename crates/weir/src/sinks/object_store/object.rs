@@ -63,10 +63,11 @@ impl ObjectStoreSink {
     }
 
     fn metadata(&self, first: u64, last: Option<u64>) -> Arc<Metadata> {
+        let footer = self.footer.get();
         let mut metadata: Metadata = vec![
             (KEY_FIRST_OFFSET_META, first.to_string()),
-            (KEY_CONFIG_HASH_META, self.footer.config_hash.clone()),
-            (KEY_ON_FULL_META, self.footer.on_full.as_str().to_owned()),
+            (KEY_CONFIG_HASH_META, footer.config_hash),
+            (KEY_ON_FULL_META, footer.on_full.as_str().to_owned()),
             (KEY_WAL_ID_META, self.naming.wal_id.clone()),
         ];
         if let Some(last) = last {
@@ -169,7 +170,7 @@ impl ObjectStoreSink {
             return Ok(());
         };
         let encoder = open.encoder.take().expect("the encoder is in place");
-        let (footer, first) = (self.footer.clone(), open.first);
+        let (footer, first) = (self.footer.get(), open.first);
         let (parts, rest) =
             tokio::task::spawn_blocking(move || encoder.finish(&footer, first, last))
                 .await

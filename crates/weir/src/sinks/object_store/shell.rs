@@ -48,8 +48,7 @@ use super::stats::ObjectStoreStats;
 use super::store::{Store, StoreError};
 use super::upload::{Done, Op, Stage, new_stage};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
-use crate::sinks::parquet::FooterMetadata;
-use crate::sinks::{OpenSink, SinkContext};
+use crate::sinks::{ConfigStamp, OpenSink, SinkContext};
 
 /// Journal lines after which the journal is compacted (on the next tick).
 const COMPACT_AFTER_LINES: u64 = 1_024;
@@ -67,7 +66,7 @@ pub struct ObjectStoreSink {
     pub(super) config: ObjectStoreConfig,
     pub(super) encoding: Encoding,
     pub(super) naming: Naming,
-    pub(super) footer: FooterMetadata,
+    pub(super) footer: ConfigStamp,
     pub(super) store: Store,
     pub(super) wal: Wal,
     pub(super) journal: Arc<Mutex<Journal>>,
@@ -170,7 +169,7 @@ impl ObjectStoreSink {
             config: config.clone(),
             encoding,
             naming,
-            footer: FooterMetadata::from_context(cx),
+            footer: cx.stamp.clone(),
             store,
             wal: cx.wal.clone(),
             journal: Arc::new(Mutex::new(journal)),

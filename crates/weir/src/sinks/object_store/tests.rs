@@ -43,8 +43,11 @@ impl Fixture {
 
     fn context(&self) -> SinkContext {
         SinkContext {
-            config_hash: "sha256:test".into(),
-            on_full: OnFull::Block,
+            stamp: crate::sinks::parquet::FooterMetadata {
+                config_hash: "sha256:test".into(),
+                on_full: OnFull::Block,
+            }
+            .into(),
             wal: self.wal.clone(),
             data_dir: self.root.join("data"),
             retry: crate::sinks::Retry {

@@ -11,11 +11,11 @@ use std::time::SystemTime;
 
 use super::config::ParquetConfig;
 use super::error::ParquetSinkError;
-use super::writer::{FooterMetadata, ParquetFileWriter};
+use super::writer::ParquetFileWriter;
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
 use crate::sinks::reserve::WalReserve;
 use crate::sinks::rotate::{Rotate, pins_too_much};
-use crate::sinks::{OpenSink, SinkContext};
+use crate::sinks::{ConfigStamp, OpenSink, SinkContext};
 
 /// A Parquet sink.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ impl OpenSink for ParquetConfig {
     type Sink = ParquetSink;
 
     fn open(&self, name: &str, cx: &SinkContext) -> Result<ParquetSink, SinkError> {
-        let sink = ParquetSink::open(name, self, FooterMetadata::from_context(cx))?;
+        let sink = ParquetSink::open(name, self, cx.stamp.clone())?;
         let mut state = lock(&sink.state);
         state.pinning = Some((self.rotate, cx.wal.clone()));
         state.reserve = WalReserve::for_dir(cx.wal.dir(), &self.path);
@@ -101,7 +101,7 @@ impl ParquetSink {
     pub fn open(
         name: &str,
         config: &ParquetConfig,
-        footer: FooterMetadata,
+        footer: impl Into<ConfigStamp>,
     ) -> Result<Self, SinkError> {
         let writer =
             ParquetFileWriter::new(&config.path, name, config, footer).map_err(to_sink_error)?;

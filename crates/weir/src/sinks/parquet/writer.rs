@@ -11,8 +11,8 @@ use weir_wal::OnFull;
 use super::config::ParquetConfig;
 use crate::pipeline::Unencodable;
 use crate::record::Record;
-use crate::sinks::SinkContext;
 use crate::sinks::rotate::Rotate;
+use crate::sinks::{ConfigStamp, SinkContext};
 
 /// Footer key: the configuration hash (`sha256:` and 64 hex digits).
 pub const KEY_CONFIG_HASH: &str = "weir.config_hash";
@@ -38,13 +38,10 @@ pub struct FooterMetadata {
 }
 
 impl FooterMetadata {
-    /// Footer metadata of the pipeline a sink belongs to: the configuration's full
-    /// hash and its `wal.on_full`.
+    /// Footer metadata of the pipeline a sink belongs to, as in force now: the
+    /// configuration's full hash and its `wal.on_full`.
     pub fn from_context(cx: &SinkContext) -> Self {
-        Self {
-            config_hash: cx.config_hash.clone(),
-            on_full: cx.on_full,
-        }
+        cx.stamp.get()
     }
 }
 
@@ -104,7 +101,7 @@ pub struct ParquetFileWriter {
     prefix: String,
     rotate: Rotate,
     settings: EncoderSettings,
-    footer: FooterMetadata,
+    footer: ConfigStamp,
     open: Option<OpenFile>,
     /// Records that did not fit the schema since [`Self::take_rejects`].
     rejects: Vec<Unencodable>,
@@ -138,7 +135,7 @@ impl ParquetFileWriter {
         dir: &Path,
         prefix: &str,
         config: &ParquetConfig,
-        footer: FooterMetadata,
+        footer: impl Into<ConfigStamp>,
     ) -> Result<Self, ParquetSinkError> {
         if prefix.is_empty() || prefix.contains(['/', '\\']) || prefix.starts_with('.') {
             return Err(ParquetSinkError::Prefix(prefix.to_owned()));
@@ -151,7 +148,7 @@ impl ParquetFileWriter {
             rotate: config.rotate,
             settings: EncoderSettings::new(&config.encoding, config.schema.as_ref()),
             rejects: Vec::new(),
-            footer,
+            footer: footer.into(),
             open: None,
             next_first_offset: None,
             last_seen: None,
@@ -332,7 +329,7 @@ impl ParquetFileWriter {
         let result = (|| {
             let file = open
                 .encoder
-                .finish(&self.footer, first_offset, last_offset)
+                .finish(&self.footer.get(), first_offset, last_offset)
                 .map_err(|e| ParquetSinkError::encode(&tmp_path, e))?;
             file.sync_all()
                 .map_err(|e| ParquetSinkError::io("fsync", &tmp_path, e))?;
