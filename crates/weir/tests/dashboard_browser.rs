@@ -43,6 +43,7 @@ inputs = ["gen"]
 type = "blackhole"
 inputs = ["gen"]
 rate = 20
+max_lag = {{ bytes = "24 MiB", age = "1h" }}
 "#,
         data = dir.join("data").display(),
     )
@@ -123,7 +124,20 @@ fn text_of(dom: &str, id: &str) -> String {
         }
         rest = &rest[(gt + 1).min(rest.len())..];
     }
-    text.replace("&gt;", ">").replace("&amp;", "&")
+    text.replace("&gt;", ">")
+        .replace("&lt;", "<")
+        .replace("&amp;", "&")
+}
+
+/// The cell after the first `<td>KEY</td>` in a dumped DOM (a key/value panel's value).
+fn cell_after(dom: &str, key: &str) -> String {
+    let start = dom
+        .find(&format!("<td>{key}</td><td>"))
+        .unwrap_or_else(|| panic!("no {key} in a panel:\n{dom}"))
+        + key.len()
+        + "<td></td><td>".len();
+    let end = start + dom[start..].find("</td>").expect("the cell ends");
+    dom[start..end].to_owned()
 }
 
 /// Every `data-points="N"` value in the DOM.
@@ -213,7 +227,25 @@ fn the_dashboard_shows_the_wave_from_a_stalled_sink() {
         sinks.contains("stalled") && sinks.contains("lake"),
         "{sinks}"
     );
-    assert!(text_of(&dom, "source-panels").contains("waiting_ms"));
+    // max_lag and every panel's sizes and durations in human units.
+    assert!(
+        sinks.contains("24 MiB, 1h") && !sinks.contains("25165824"),
+        "{sinks}"
+    );
+    let waiting = cell_after(&dom, "waiting_ms");
+    assert!(
+        [" µs", " ms", " s", " min", " h"]
+            .iter()
+            .any(|unit| waiting.ends_with(unit)),
+        "waiting_ms: {waiting:?}"
+    );
+    let lag = cell_after(&dom, "lag_bytes");
+    assert!(
+        [" B", " KiB", " MiB"]
+            .iter()
+            .any(|unit| lag.ends_with(unit)),
+        "lag_bytes: {lag:?}"
+    );
 
     // A screenshot under the target directory.
     let shots = Path::new(env!("CARGO_BIN_EXE_weir"))
@@ -232,4 +264,98 @@ fn the_dashboard_shows_the_wave_from_a_stalled_sink() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     assert!(png.len() > 10_000, "{} bytes: an empty page?", png.len());
     daemon.stop();
+}
+
+/// The checks run in the browser on a page of their own: the dashboard's figures and
+/// smoothed rates (`dashboard_units.js`), on the cases the Rust side is tested with.
+const UNITS_CHECKS: &str = r#"
+const t = [], v = [];
+for (let s = 0; s <= 120; s++) { t.push(1000 + s * 1000); v.push(1024 * Math.floor(s / 2)); }
+const rates = smoothRates(t, v);
+const steady = smoothRates([0, 1000, 2000, 3000], [0, 100, 200, 300]);
+const gap = smoothRates([0, 1000, 2000], [0, null, 200]);
+const out = {
+  rates, steady, gap,
+  maxLag: [maxLagText({ bytes: 25165824, age: null }), maxLagText({ bytes: 25165824, age: "10m" }),
+           maxLagText({ bytes: null, age: "1h" }), maxLagText(null)],
+  values: [humanValue("lag_bytes", 3145728), humanValue("bytes", 512), humanValue("lag_age_ms", 90000),
+           humanValue("fsync_p99_us", 2500), humanValue("fsync_p50_us", 150), humanValue("uptime_seconds", 7200),
+           humanValue("budget_used", 0.5), humanValue("since_unix_ms", 1700000000000),
+           humanValue("ranges", [[5, 9], [12, 20]]), humanValue("gaps", []), humanValue("max_disk", 67108864),
+           humanValue("waiting_ms", 0), humanValue("records", 12)],
+  bytes: [bytes(1023), bytes(8388608), bytes(1572864), bytes(38000)],
+  grew: [grewRecently([1, 1, 1, 1, 1, 1, 2], 5), grewRecently([1, 2, 2, 2, 2, 2, 2, 2], 5)],
+};
+document.getElementById("out").textContent = JSON.stringify(out);
+"#;
+
+#[test]
+fn the_dashboards_figures_and_smoothed_rates_in_a_browser() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let page = dir.path().join("units.html");
+    let html = String::from("<!doctype html><html><body><pre id=\"out\"></pre><script>\n")
+        + include_str!("../src/telemetry/dashboard_units.js")
+        + UNITS_CHECKS
+        + "</script></body></html>\n";
+    std::fs::write(&page, html).expect("write the page");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let dom = browse(
+        profile.path(),
+        &format!("file://{}", page.display()),
+        &["--dump-dom"],
+    );
+    let text = text_of(&dom, "out");
+    let out: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the checks did not run ({e}):\n{dom}"));
+    // 1,024 records every 2 s: about 512/s, never 0 or 1,024 after the first interval.
+    let rates: Vec<Option<f64>> = out["rates"]
+        .as_array()
+        .expect("rates")
+        .iter()
+        .map(serde_json::Value::as_f64)
+        .collect();
+    assert_eq!(rates[0], None);
+    for rate in &rates[2..] {
+        let rate = rate.expect("a rate");
+        assert!(rate > 300.0 && rate < 700.0, "{rates:?}");
+    }
+    for rate in &rates[41..] {
+        let rate = rate.expect("a rate");
+        assert!((rate - 512.0).abs() < 0.06 * 512.0, "{rate}");
+    }
+    let last = |key: &str| {
+        out[key]
+            .as_array()
+            .and_then(|a| a.last())
+            .and_then(serde_json::Value::as_f64)
+    };
+    assert!((last("steady").expect("steady") - 100.0).abs() < 1e-9);
+    assert!((last("gap").expect("gap") - 100.0).abs() < 1e-9);
+    assert_eq!(
+        out["maxLag"],
+        serde_json::json!(["24 MiB", "24 MiB, 10m", "1h", "none"])
+    );
+    assert_eq!(
+        out["values"],
+        serde_json::json!([
+            "3 MiB",
+            "512 B",
+            "90.0 s",
+            "2.5 ms",
+            "150 µs",
+            "2.0 h",
+            "50%",
+            "2023-11-14T22:13:20Z",
+            "5..9, 12..20",
+            "none",
+            "64 MiB",
+            "0 s",
+            "12"
+        ])
+    );
+    assert_eq!(
+        out["bytes"],
+        serde_json::json!(["1023 B", "8 MiB", "1.5 MiB", "37.1 KiB"])
+    );
+    assert_eq!(out["grew"], serde_json::json!([true, false]));
 }

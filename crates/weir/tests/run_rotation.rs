@@ -90,6 +90,20 @@ fn a_parquet_file_pinning_half_the_wal_is_closed_before_its_age() {
         waiting < 2_000,
         "the generator was hardly held up: {waiting} ms: {s:#}"
     );
+    // /status counts the closes by reason: the WAL's share, never the age.
+    let closes = &s["sinks"]["lake"]["parquet"]["closes"];
+    assert!(closes["wal_share"].as_u64().unwrap_or(0) >= 2, "{closes}");
+    assert_eq!(closes["age"], 0, "{closes}");
+    assert_eq!(closes["size"], 0, "{closes}");
+    // The startup log said so, with the bound in force.
+    let stderr = daemon.stderr();
+    assert!(
+        stderr.contains(
+            "sinks.lake: a file closes once the WAL records it holds reach 16 MiB \
+             (rotate.max_wal_share 50% of wal.max_disk 32 MiB), before its rotate.bytes 128 MiB"
+        ),
+        "{stderr}"
+    );
     assert_eq!(daemon.stop(), Some(0));
 }
 

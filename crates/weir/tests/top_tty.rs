@@ -122,14 +122,14 @@ fn top_shows_components_the_wave_and_the_lag_and_q_quits() {
         "WAL budget",
         "LAG BYTES",
         "MiB",
-        "age 1h",
+        "1h",
         "q quits",
     ];
     let screen = loop {
         let screen = tmux.screen();
         let sink_row = screen
             .lines()
-            .find(|l| l.contains("stalled") && l.contains("age 1h"))
+            .find(|l| l.contains("stalled") && l.contains("1h"))
             .unwrap_or_default()
             .to_owned();
         if wanted.iter().all(|w| screen.contains(w)) && sink_row.contains("MiB") {
@@ -209,5 +209,95 @@ fn top_prints_plain_lines_when_stdout_is_not_a_terminal() {
         .expect("weir top");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains(&nobody));
+    daemon.stop();
+}
+
+/// Right after the daemon starts, one refresh already shows rates (`top` takes two
+/// samples one refresh apart before its first frame), and `max_lag` reads in human
+/// units whichever of its parts are set.
+#[test]
+fn one_iteration_shows_rates_and_max_lag_in_human_units() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status_addr = free_addr();
+    let text = format!(
+        r#"
+[runtime]
+data_dir = "{data}"
+status_addr = "{status_addr}"
+shutdown_timeout = "1s"
+
+[wal]
+max_disk = "64 MiB"
+segment_bytes = "1 MiB"
+on_full = "block"
+
+[sources.gen]
+type = "generator"
+rate = 2000
+size = 100
+
+[sinks.capped]
+type = "blackhole"
+inputs = ["gen"]
+max_lag = {{ bytes = "24 MiB" }}
+
+[sinks.both]
+type = "blackhole"
+inputs = ["gen"]
+max_lag = {{ bytes = "24 MiB", age = "10m" }}
+"#,
+        data = dir.path().join("data").display(),
+    );
+    let path = write_config(dir.path(), &text);
+    let daemon = Daemon::start(dir.path(), &path, status_addr, &[]);
+    let output = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "top",
+            "--addr",
+            &status_addr.to_string(),
+            "--iterations",
+            "1",
+        ])
+        .output()
+        .expect("weir top");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rate = |component: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(component))
+            .and_then(|l| l.split(" in/out ").nth(1))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no rate for {component:?}:\n{text}"))
+    };
+    for component in [
+        "component source gen ",
+        "component sink capped ",
+        "component sink both ",
+    ] {
+        assert!(rate(component) > 0.0, "{component}: 0 rec/s:\n{text}");
+    }
+    let sink = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("sink {name} ")))
+            .unwrap_or_else(|| panic!("no sink {name}:\n{text}"))
+            .to_owned()
+    };
+    assert!(
+        sink("capped").contains(" max_lag 24 MiB required "),
+        "{text}"
+    );
+    assert!(
+        sink("both").contains(" max_lag 24 MiB, 10m required "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("age ,") && !text.contains("25165824"),
+        "{text}"
+    );
     daemon.stop();
 }

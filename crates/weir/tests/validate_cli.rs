@@ -393,3 +393,47 @@ fn the_object_store_sink_shows_its_upload_memory() {
         "{out}"
     );
 }
+
+#[test]
+fn validate_states_when_budget_aware_rotation_closes_files_early() {
+    let sink = |name: &str, kind: &str, rotate: &str| {
+        let location = if kind == "parquet" {
+            format!("path = \"./weir-out/{name}\"")
+        } else {
+            "url = \"file:///tmp/weir-objects\"".to_owned()
+        };
+        format!(
+            "[sinks.{name}]\ntype = \"{kind}\"\ninputs = [\"gen\"]\n{location}\nrotate = {rotate}\n"
+        )
+    };
+    let text = format!(
+        "[runtime]\ndata_dir = \"./weir-data\"\n[wal]\nmax_disk = \"32 MiB\"\n\
+         segment_bytes = \"4 MiB\"\non_full = \"block\"\n\
+         [sources.gen]\ntype = \"generator\"\nrate = 1000\n{}{}{}",
+        sink(
+            "lake",
+            "parquet",
+            "{ bytes = \"16 MiB\", age = \"30s\", max_wal_share = \"25%\" }"
+        ),
+        sink("big", "parquet", "{ bytes = \"4 MiB\" }"),
+        sink("objects", "object_store", "{ bytes = \"64 MiB\" }"),
+    );
+    let output = validate_text(&text);
+    let out = stdout(&output);
+    assert!(output.status.success(), "{out}\n{}", stderr(&output));
+    assert!(
+        out.contains(
+            "note: sinks.lake: a file closes once the WAL records it holds reach 8 MiB \
+             (rotate.max_wal_share 25% of wal.max_disk 32 MiB), before its rotate.bytes 16 MiB"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "note: sinks.objects: an object closes once the WAL records it holds reach 16 MiB"
+        ),
+        "{out}"
+    );
+    // rotate.bytes comes first: nothing to say.
+    assert!(!out.contains("sinks.big:"), "{out}");
+}

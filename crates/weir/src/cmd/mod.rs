@@ -11,6 +11,7 @@ macro_rules! out {
 }
 
 pub mod config;
+pub mod human;
 pub mod lab;
 pub mod reload;
 pub mod run;
@@ -21,12 +22,23 @@ pub mod wal;
 
 use clap::{Parser, Subcommand};
 
+use crate::logging::LogFormat;
+
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
 #[command(name = "weir", version, about)]
 pub struct Cli {
+    /// How `weir run` writes its logs to stderr: `text`, or `json` (one object a line,
+    /// with ts, level, target, component and message). Default: $WEIR_LOG_FORMAT, else
+    /// text.
+    #[arg(long, global = true, value_name = "text|json", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
+}
+
+fn parse_log_format(text: &str) -> Result<LogFormat, String> {
+    text.parse()
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,7 +84,7 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Lab(args) => lab::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(args, cli.log_format),
         Command::Reload(args) => reload::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Status(args) => status::run(args),

@@ -1,5 +1,6 @@
 //! `weir status [--addr ADDR] [--json]`: asks a running daemon for `GET /status` and
-//! prints it as tables (or the raw JSON with `--json`).
+//! prints it as tables and lines in human units ([`render`]), or, with `--json`, the
+//! document exactly as the daemon sent it.
 //!
 //! The request goes through hyper's HTTP/1.1 client on a small current-thread tokio
 //! runtime built for the one request. One deadline, `--timeout`, covers the whole
@@ -7,7 +8,8 @@
 //! that answers slowly byte by byte fails as surely as one that never answers. The body
 //! is read up to [`MAX_RESPONSE_BYTES`] and refused above it.
 
-use std::fmt::Write as _;
+mod render;
+
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,8 +21,9 @@ use hyper::StatusCode;
 use hyper::header::{ACCEPT, CONNECTION, HOST};
 use hyper_util::rt::TokioIo;
 
-use crate::config::format_bytes;
 use crate::telemetry::StatusReport;
+
+pub use self::render::render;
 
 /// The largest `/status` response read.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -31,7 +34,8 @@ pub struct StatusArgs {
     /// The daemon's `runtime.status_addr`.
     #[arg(long, default_value = "127.0.0.1:9464")]
     pub addr: String,
-    /// Print the raw JSON instead of tables.
+    /// Print the `/status` document exactly as the daemon sent it (JSON) instead of
+    /// tables.
     #[arg(long)]
     pub json: bool,
     /// How long to wait for the connection and for the answer.
@@ -179,95 +183,6 @@ async fn get_path(addr: SocketAddr, path: &str, max_body_bytes: usize) -> anyhow
     Ok(body.to_bytes())
 }
 
-/// `250 ms`, `2.5 s`, `3.0 min`, `1.5 h`.
-pub(crate) fn seconds(s: f64) -> String {
-    match s {
-        s if s < 1.0 => format!("{:.0} ms", s * 1000.0),
-        s if s < 120.0 => format!("{s:.1} s"),
-        s if s < 7200.0 => format!("{:.1} min", s / 60.0),
-        s => format!("{:.1} h", s / 3600.0),
-    }
-}
-
-/// Left-aligned columns, two spaces apart.
-fn table(out: &mut String, rows: &[Vec<String>]) {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in rows {
-        let mut line = String::new();
-        for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, "{cell:<width$}  ");
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
-}
-
-/// The tables `weir status` prints.
-fn render(addr: &str, report: &StatusReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "weir at {addr}: config {}, up {}\n",
-        report.config_hash,
-        seconds(report.uptime_seconds)
-    );
-    let mut rows = vec![
-        ["COMPONENT", "KIND", "STATE", "FOR"]
-            .map(String::from)
-            .to_vec(),
-    ];
-    for c in &report.components {
-        let state = match &c.reason {
-            Some(reason) => format!("{} ({reason})", c.state),
-            None => c.state.clone(),
-        };
-        rows.push(vec![
-            c.name.clone(),
-            c.kind.clone(),
-            state,
-            seconds(c.for_seconds),
-        ]);
-    }
-    table(&mut out, &rows);
-    out.push('\n');
-    let header = [
-        "QUEUE",
-        "DEPTH/BOUND",
-        "BYTES/BOUND",
-        "FILL",
-        "OLDEST",
-        "DROPPED",
-        "REJECTED",
-        "EXPIRED",
-    ];
-    let mut rows = vec![header.map(String::from).to_vec()];
-    for q in &report.queues {
-        let items = q
-            .bound_items
-            .map_or_else(|| "-".to_owned(), |b| b.to_string());
-        let bytes = q.bound_bytes.map_or_else(|| "-".to_owned(), format_bytes);
-        rows.push(vec![
-            q.name.clone(),
-            format!("{}/{items}", q.depth),
-            format!("{}/{bytes}", format_bytes(q.bytes)),
-            q.fill
-                .map_or_else(|| "-".to_owned(), |f| format!("{:.0}%", f * 100.0)),
-            seconds(q.oldest_age_seconds),
-            q.dropped.to_string(),
-            q.rejected.to_string(),
-            q.expired.to_string(),
-        ]);
-    }
-    table(&mut out, &rows);
-    for (name, value) in &report.sections {
-        let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
-        let _ = writeln!(out, "\n{name}:\n{pretty}");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,41 +318,6 @@ mod tests {
         let text = err.to_string();
         assert!(
             text.contains("nothing listens on") && text.contains("--addr"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn the_tables_show_components_queues_and_sections() {
-        let report: StatusReport = serde_json::from_value(serde_json::json!({
-            "config_hash": "sha256:feed",
-            "started_unix_ms": 0,
-            "uptime_seconds": 75.0,
-            "components": [{"name": "gen", "kind": "source", "state": "failed",
-                            "reason": "broker gone", "since_unix_ms": 0, "for_seconds": 0.25}],
-            "queues": [{"name": "wal.pending", "depth": 5, "bytes": 2048, "oldest_age_seconds": 2.5,
-                        "bound_items": 10, "bound_bytes": null, "fill": 0.5, "max_depth": 7,
-                        "offered": 20, "delivered": 10, "dropped": 5, "rejected": 0, "expired": 0}],
-            "wal": {"disk_used_bytes": 4096}
-        }))
-        .expect("a report");
-        let text = render("127.0.0.1:9464", &report);
-        assert!(
-            text.starts_with("weir at 127.0.0.1:9464: config sha256:feed, up 75.0 s"),
-            "{text}"
-        );
-        assert!(
-            text.contains("gen        source  failed (broker gone)  250 ms"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "wal.pending  5/10         2 KiB/-      50%   2.5 s   5        0         0"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("wal:\n{\n  \"disk_used_bytes\": 4096\n}"),
             "{text}"
         );
     }

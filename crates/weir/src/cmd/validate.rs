@@ -1,6 +1,7 @@
 //! `weir validate CONFIG`: checks a configuration and prints every queue's bound, the
-//! worst-case memory estimate against `runtime.memory_target`, the disk budgets and the
-//! configuration hash. Exits 0 when valid, 1 with every error (one per line, on stderr)
+//! worst-case memory estimate against `runtime.memory_target`, the disk budgets, the
+//! configuration hash, and when budget-aware rotation closes a sink's files before its
+//! `rotate.bytes` would (`note: sinks.NAME: …`). Exits 0 when valid, 1 with every error (one per line, on stderr)
 //! otherwise.
 
 use std::fmt::Write as _;
@@ -48,6 +49,14 @@ fn report(name: &str, config: &Config) -> String {
     );
     for warning in config.warnings() {
         let _ = writeln!(out, "warning: {warning}");
+    }
+    for (name, sink) in &config.sinks {
+        if let Some(note) = sink
+            .kind
+            .early_close_note(name, config.wal.max_disk.bytes())
+        {
+            let _ = writeln!(out, "note: {note}");
+        }
     }
     out.push('\n');
     write_queues(&mut out, &inventory);

@@ -55,14 +55,15 @@ fn totals(registry: &Registry) -> Totals {
     }
 }
 
-/// Starts the live line if stderr is a terminal and logging is set up (`log`): the
-/// line goes through the log writer, and without it there is no line.
+/// Starts the live line if stderr is a terminal and logging is set up (`log`) with text
+/// lines: the line goes through the log writer, and without it (or with JSON lines,
+/// which it would break) there is no line.
 pub fn spawn_if_terminal(
     registry: Arc<Registry>,
     log: Option<LogHandle>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let log = log?;
-    if !std::io::stderr().is_terminal() {
+    if !std::io::stderr().is_terminal() || log.format() == crate::logging::LogFormat::Json {
         return None;
     }
     Some(tokio::spawn(async move {

@@ -37,6 +37,15 @@ pub trait SinkKeys: Sized {
     fn directory(&self) -> Option<&Path> {
         None
     }
+
+    /// When budget-aware rotation closes its files before `rotate.bytes` would, under
+    /// a WAL of `max_disk`: the sentence `weir validate` prints
+    /// ([`crate::sinks::rotate::early_close_note`]). `None` for a sink whose open file
+    /// never pins the WAL.
+    fn early_close_note(&self, name: &str, max_disk: u64) -> Option<String> {
+        let _ = (name, max_disk);
+        None
+    }
 }
 
 /// The configuration in force as sinks record it in what they write (Parquet footers,

@@ -116,6 +116,12 @@ macro_rules! registry {
                 match self { $(SinkKind::$variant(c) => c.directory(),)+ }
             }
 
+            /// When budget-aware rotation closes its files before `rotate.bytes`
+            /// would, under a WAL of `max_disk` ([`SinkKeys::early_close_note`]).
+            pub fn early_close_note(&self, name: &str, max_disk: u64) -> Option<String> {
+                match self { $(SinkKind::$variant(c) => c.early_close_note(name, max_disk),)+ }
+            }
+
             /// Opens the sink `name` (blocking: call it on a blocking thread).
             ///
             /// # Errors

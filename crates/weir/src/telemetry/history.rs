@@ -35,8 +35,8 @@ pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Samples the ring holds: [`WINDOW`] / [`SAMPLE_INTERVAL`].
 pub const SAMPLES: usize = 900;
-/// Samples (at most) the WAL forecast's net rate is measured over.
-pub const FORECAST_SAMPLES: usize = 30;
+/// Samples (at most) the WAL forecast's trend is measured over.
+pub const FORECAST_SAMPLES: usize = super::trend::TREND_WINDOW_SAMPLES;
 
 /// Whether a series is a running total or a level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -399,57 +399,55 @@ impl HistoryReport {
         self.series(name)?.values.iter().rev().find_map(|v| *v)
     }
 
-    /// The per-second rate of counter `name` over its last two samples.
+    /// The smoothed per-second rate of counter `name` over the samples held
+    /// ([`smoothed_rate`](super::trend::smoothed_rate), time constant
+    /// [`RATE_TIME_CONSTANT`](super::trend::RATE_TIME_CONSTANT)).
     pub fn rate(&self, name: &str) -> Option<f64> {
         let values = &self.series(name)?.values;
-        let n = values.len();
-        if n < 2 {
-            return None;
-        }
-        let (a, b) = (values[n - 2]?, values[n - 1]?);
-        let dt_ms = self.t_unix_ms[n - 1].saturating_sub(self.t_unix_ms[n - 2]);
-        (dt_ms > 0).then(|| (b - a).max(0.0) * 1000.0 / dt_ms as f64)
+        let samples = self.t_unix_ms.iter().copied().zip(values.iter().copied());
+        super::trend::smoothed_rate(samples, super::trend::RATE_TIME_CONSTANT)
     }
 }
 
-/// The WAL budget's forecast: the net growth of its disk use over the last
-/// [`FORECAST_SAMPLES`] samples, and the time left at that rate.
+/// The WAL budget's forecast: the trend of its disk use over the last
+/// [`FORECAST_SAMPLES`] samples ([`fill_trend`](super::trend::fill_trend)), and the
+/// time left at that rate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Forecast {
     /// Bytes on disk now.
     pub disk_bytes: Option<f64>,
     /// The budget.
     pub max_disk: Option<f64>,
-    /// Net growth in bytes per second (negative: shrinking), when two samples exist.
+    /// Net growth in bytes per second (negative: shrinking), the least-squares slope,
+    /// when two samples exist.
     pub net_bytes_per_second: Option<f64>,
+    /// Whether that slope is more than the ripple of segments written and deleted.
+    #[serde(default)]
+    pub trend: super::trend::Direction,
     /// Seconds until `disk_bytes` reaches `max_disk` at that rate: 0 when already
-    /// full, absent when not growing.
+    /// full, absent unless filling.
     pub full_in_seconds: Option<f64>,
 }
 
 /// The forecast from `(t_unix_ms, disk_bytes)` points, oldest first, and the budget.
 /// Sans-IO; [`History`] feeds it its last [`FORECAST_SAMPLES`] samples.
 pub fn forecast(points: &[(u64, f64)], max_disk: Option<f64>) -> Forecast {
-    let points: Vec<(u64, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
-    let last = points.last().copied();
+    let last = points.iter().rev().find(|p| p.1.is_finite()).map(|p| p.1);
     let mut out = Forecast {
-        disk_bytes: last.map(|p| p.1),
+        disk_bytes: last,
         max_disk,
         ..Forecast::default()
     };
-    let (Some(&(t0, v0)), Some((t1, v1))) = (points.first(), last) else {
+    let (Some(trend), Some(now)) = (super::trend::fill_trend(points), last) else {
         return out;
     };
-    if t1 <= t0 {
-        return out;
-    }
-    let rate = (v1 - v0) * 1000.0 / (t1 - t0) as f64;
-    out.net_bytes_per_second = Some(rate);
+    out.net_bytes_per_second = Some(trend.per_second);
+    out.trend = trend.direction;
     if let Some(max) = max_disk {
-        if v1 >= max {
+        if now >= max {
             out.full_in_seconds = Some(0.0);
-        } else if rate > 0.0 {
-            out.full_in_seconds = Some((max - v1) / rate);
+        } else if trend.direction == super::trend::Direction::Filling {
+            out.full_in_seconds = Some((max - now) / trend.per_second);
         }
     }
     out

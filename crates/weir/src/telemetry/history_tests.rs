@@ -116,7 +116,8 @@ fn the_ring_keeps_the_newest_samples_in_order_and_never_grows() {
             Some(1100.0)
         ]
     );
-    assert_eq!(report.rate("sources.gen.records"), Some(100.0));
+    let rate = report.rate("sources.gen.records").expect("a rate");
+    assert!((rate - 100.0).abs() < 1e-9, "{rate}");
     assert_eq!(history.memory_bytes(), before, "allocated once");
     assert_eq!(report.memory_bytes, before);
     // `since` returns only what is newer: what the dashboard polls each second.
@@ -224,6 +225,7 @@ fn the_forecast_extrapolates_the_net_rate_to_the_budget() {
         .collect();
     let f = forecast(&points, Some(1000.0));
     assert_eq!(f.net_bytes_per_second, Some(10.0));
+    assert_eq!(f.trend, crate::telemetry::trend::Direction::Filling);
     assert_eq!(f.full_in_seconds, Some(50.0));
     assert_eq!(f.disk_bytes, Some(500.0));
     // Shrinking: no time to full.
@@ -246,19 +248,21 @@ fn the_report_carries_the_forecast_over_the_latest_samples() {
     let telemetry = wired(&records, &lag, &disk);
     let history = History::new(layout(), SAMPLE_INTERVAL, SAMPLES);
     for i in 0..100u64 {
-        // Flat for 70 samples, then +5 bytes a second: only the latest 30 count.
+        // Flat for 40 samples, then +5 bytes a second: only the latest 60 count.
         disk.store(
-            if i < 70 { 100 } else { 100 + 5 * (i - 69) },
+            if i < 40 { 100 } else { 100 + 5 * (i - 39) },
             Ordering::Relaxed,
         );
         history.record(i * 1000, &telemetry.status());
     }
     let f = history.report(Some(99_000)).wal_forecast;
     assert_eq!(f.max_disk, Some(1000.0));
-    assert_eq!(f.disk_bytes, Some(250.0));
+    assert_eq!(f.disk_bytes, Some(400.0));
     let rate = f.net_bytes_per_second.expect("a rate");
     assert!((rate - 5.0).abs() < 1e-9, "{rate}");
-    assert_eq!(f.full_in_seconds, Some(150.0));
+    assert_eq!(f.trend, crate::telemetry::trend::Direction::Filling);
+    let full_in = f.full_in_seconds.expect("filling");
+    assert!((full_in - 120.0).abs() < 1e-6, "{full_in}");
 }
 
 /// A relayout (a reload added a sink and removed a source) keeps the samples of the

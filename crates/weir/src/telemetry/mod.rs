@@ -25,6 +25,7 @@ mod metrics;
 mod registry;
 mod router;
 mod status;
+pub mod trend;
 
 #[cfg(test)]
 mod tests;

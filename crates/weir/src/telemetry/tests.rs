@@ -441,6 +441,10 @@ async fn router_serves_a_self_contained_dashboard() {
         body.contains(r#"getJson("history" + since)"#),
         "polls /history"
     );
+    // One document: the markup, the figures and rates, the page's logic.
+    assert_eq!(body.matches("<script>").count(), 1);
+    assert!(body.contains("function smoothRates(") && body.contains("async function poll()"));
+    assert!(body.trim_end().ends_with("</script>\n</body>\n</html>"));
     for external in ["http://", "https://", "<link", "src="] {
         assert!(
             !body.contains(external),

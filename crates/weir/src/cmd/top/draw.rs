@@ -9,7 +9,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Gauge, Paragraph, Row, Table};
 
 use super::view::{View, WAVE_FILL};
-use crate::cmd::status::seconds;
+use crate::cmd::human::{per_second, seconds};
 use crate::config::format_bytes;
 
 /// A fill bar of `width` cells: `█` for the filled part, `░` for the rest.
@@ -36,14 +36,6 @@ fn fill_style(fill: Option<f64>) -> Style {
         Some(f) if f >= 0.5 => Style::new().fg(Color::Yellow),
         Some(_) => Style::new().fg(Color::Green),
         None => Style::new().fg(Color::Gray),
-    }
-}
-
-fn per_second(value: Option<f64>, bytes: bool) -> String {
-    match value {
-        None => "-".to_owned(),
-        Some(v) if bytes => format!("{}/s", format_bytes(v as u64)),
-        Some(v) => format!("{v:.0}/s"),
     }
 }
 

@@ -4,11 +4,18 @@
 //! fill bars, the WAL budget with its forecast, the sinks' lag, and where the
 //! backpressure wave is. `q` (or Esc, or Ctrl-C) quits.
 //!
+//! Rates are smoothed over the last minute of samples ([`window`]; an exponentially
+//! weighted rate with a 10 s time constant), so a sink that stores a large batch every
+//! few seconds shows its average, not 0 and a burst in turn. Before the first frame it
+//! takes two samples one refresh apart, so even `--iterations 1` shows rates over at
+//! least one interval.
+//!
 //! When stdout is not a terminal it prints the same figures as plain lines, one block a
 //! second (`--iterations N` stops after N).
 
 mod draw;
 pub mod view;
+pub mod window;
 
 use std::io::IsTerminal as _;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -23,6 +30,7 @@ use crate::telemetry::StatusReport;
 use crate::telemetry::history::HistoryReport;
 
 use self::view::View;
+use self::window::Window;
 
 /// Arguments of `weir top`.
 #[derive(Debug, clap::Args)]
@@ -43,16 +51,15 @@ pub struct TopArgs {
 pub const REFRESH: Duration = Duration::from_secs(1);
 
 /// The daemon's figures as `weir top` keeps them between refreshes: the history is
-/// fetched whole once, then only from the second-newest sample on, which is enough
-/// for a rate.
+/// fetched whole once, then only what is newer, into a [`Window`].
 struct Source {
     addr: SocketAddr,
     timeout: Duration,
-    since: Option<u64>,
+    window: Window,
 }
 
 impl Source {
-    fn fetch(&mut self) -> anyhow::Result<(StatusReport, Option<HistoryReport>)> {
+    fn fetch(&mut self) -> anyhow::Result<StatusReport> {
         let body = fetch_path(self.addr, "/status", self.timeout, MAX_RESPONSE_BYTES)?;
         let status: StatusReport = serde_json::from_str(&body).with_context(|| {
             format!(
@@ -60,7 +67,7 @@ impl Source {
                 self.addr
             )
         })?;
-        let path = match self.since {
+        let path = match self.window.since() {
             Some(since) => format!("/history?since={since}"),
             None => "/history".to_owned(),
         };
@@ -68,12 +75,38 @@ impl Source {
         let history = fetch_path(self.addr, &path, self.timeout, MAX_RESPONSE_BYTES)
             .ok()
             .and_then(|body| serde_json::from_str::<HistoryReport>(&body).ok());
-        if let Some(h) = &history
-            && h.t_unix_ms.len() >= 2
-        {
-            self.since = Some(h.t_unix_ms[h.t_unix_ms.len() - 2].saturating_sub(1));
+        if let Some(history) = history {
+            self.window.merge(history);
         }
-        Ok((status, history))
+        Ok(status)
+    }
+
+    fn view(&self, status: &StatusReport) -> View {
+        View::new(&self.addr.to_string(), status, self.window.report())
+    }
+
+    /// The first sample, then a wait of one refresh and as many more fetches as it
+    /// takes (within another refresh) for the samples held to span one of the daemon's
+    /// sampling intervals: the first frame's rates then cover at least one interval.
+    ///
+    /// # Errors
+    ///
+    /// When the daemon cannot be reached.
+    fn prime(&mut self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        self.fetch()?;
+        std::thread::sleep(REFRESH.saturating_sub(started.elapsed()));
+        let deadline = Instant::now() + REFRESH;
+        loop {
+            self.fetch()?;
+            let Some(held) = self.window.report() else {
+                return Ok(());
+            };
+            if self.window.span_ms() >= held.interval_ms || Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(REFRESH / 10);
+        }
     }
 }
 
@@ -93,7 +126,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<ExitCode> {
     let mut source = Source {
         addr,
         timeout: args.timeout,
-        since: None,
+        window: Window::default(),
     };
     if std::io::stdout().is_terminal() {
         terminal(&mut source, args.iterations)
@@ -105,12 +138,12 @@ pub fn run(args: TopArgs) -> anyhow::Result<ExitCode> {
 /// Plain lines, one block a second; the first failure to reach the daemon is the
 /// command's error (a script gets an exit code, not a screen of retries).
 fn plain(source: &mut Source, iterations: Option<u64>) -> anyhow::Result<ExitCode> {
+    source.prime()?;
     let mut n = 0u64;
     loop {
         let started = Instant::now();
-        let (status, history) = source.fetch()?;
-        let view = View::new(&source.addr.to_string(), &status, history.as_ref());
-        out!("{}\n", view.plain());
+        let status = source.fetch()?;
+        out!("{}\n", source.view(&status).plain());
         n += 1;
         if iterations.is_some_and(|max| n >= max) {
             return Ok(ExitCode::SUCCESS);
@@ -122,19 +155,22 @@ fn plain(source: &mut Source, iterations: Option<u64>) -> anyhow::Result<ExitCod
 /// The full-screen view, until `q`. A daemon that stops answering keeps the last
 /// figures on screen with the error above them, and is asked again each second.
 fn terminal(source: &mut Source, iterations: Option<u64>) -> anyhow::Result<ExitCode> {
+    // An unreachable daemon is shown on the screen, and asked again each second.
+    let primed = source.prime();
     let mut terminal = ratatui::init();
     let result = (|| -> anyhow::Result<()> {
         let mut last: Option<View> = None;
         let mut n = 0u64;
+        if let Err(e) = primed {
+            let empty = View::new(&source.addr.to_string(), &empty_report(), None);
+            let error = crate::cmd::error_chain(&e);
+            terminal.draw(|frame| draw::draw(frame, &empty, Some(&error)))?;
+        }
         loop {
             let started = Instant::now();
             let error = match source.fetch() {
-                Ok((status, history)) => {
-                    last = Some(View::new(
-                        &source.addr.to_string(),
-                        &status,
-                        history.as_ref(),
-                    ));
+                Ok(status) => {
+                    last = Some(source.view(&status));
                     None
                 }
                 Err(e) => Some(crate::cmd::error_chain(&e)),

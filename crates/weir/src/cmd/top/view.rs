@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::cmd::status::seconds;
+use crate::cmd::human::{self, seconds};
 use crate::config::format_bytes;
 use crate::telemetry::StatusReport;
 use crate::telemetry::history::{Forecast, HistoryReport};
+use crate::telemetry::trend::Direction;
 
 /// A queue or budget at or above this share is where the wave is.
 pub const WAVE_FILL: f64 = 0.9;
@@ -25,7 +26,8 @@ pub struct ComponentRow {
     pub state: String,
     /// Seconds in that state.
     pub for_seconds: f64,
-    /// Records per second in (sources, the WAL) or out (sinks).
+    /// Records per second in (sources, the WAL) or out (sinks), smoothed
+    /// ([`HistoryReport::rate`]).
     pub records_per_second: Option<f64>,
     /// Bytes per second, the same way.
     pub bytes_per_second: Option<f64>,
@@ -55,7 +57,7 @@ pub struct SinkRow {
     pub lag_bytes: u64,
     /// Age of the oldest unread record, in seconds.
     pub lag_age_seconds: f64,
-    /// `max_lag` as configured, or `none`.
+    /// `max_lag` as configured, in human units (`24 MiB, 10m`), or `none`.
     pub max_lag: String,
     /// `yes`, `yes (released)` or `no`.
     pub required: String,
@@ -84,6 +86,27 @@ fn rate(history: Option<&HistoryReport>, name: &str) -> Option<f64> {
     history?.rate(name)
 }
 
+/// Samples back that count as "now" for a counter that should be still (refusals).
+const RECENT_SAMPLES: usize = 5;
+
+/// Whether counter `name` grew over the last [`RECENT_SAMPLES`] samples: a smoothed
+/// rate fades over a minute, what is happening now is told by the raw counter.
+fn grew_recently(history: Option<&HistoryReport>, name: &str) -> bool {
+    let Some(values) = history.and_then(|h| h.series(name)).map(|s| &s.values) else {
+        return false;
+    };
+    let recent: Vec<f64> = values
+        .iter()
+        .rev()
+        .take(RECENT_SAMPLES + 1)
+        .filter_map(|v| *v)
+        .collect();
+    match (recent.first(), recent.last()) {
+        (Some(newest), Some(oldest)) => newest > oldest,
+        _ => false,
+    }
+}
+
 fn u(value: &Value) -> u64 {
     value.as_u64().unwrap_or(0)
 }
@@ -96,11 +119,11 @@ fn forecast_text(f: &Forecast, used: f64, on_full: &str) -> String {
             _ => "full now: oldest segments evicted".to_owned(),
         },
         (Some(rate), Some(secs)) => format!(
-            "full in {} at the current net rate (+{}/s)",
+            "full in {} at the trend of the last minute (+{}/s)",
             seconds(secs),
             format_bytes(rate.max(0.0) as u64)
         ),
-        (Some(rate), None) if rate < 0.0 => {
+        (Some(rate), None) if f.trend == Direction::Shrinking => {
             format!("not filling: shrinking {}/s", format_bytes((-rate) as u64))
         }
         (Some(_), None) => "not filling".to_owned(),
@@ -165,14 +188,7 @@ impl View {
             .flatten()
             .map(|(name, s)| {
                 let c = &s["cursor"];
-                let max_lag = match &s["max_lag"] {
-                    Value::Object(m) if !m.is_empty() => m
-                        .iter()
-                        .map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or_default()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    _ => "none".to_owned(),
-                };
+                let max_lag = human::max_lag(&s["max_lag"]);
                 SinkRow {
                     name: name.clone(),
                     committed: u(&c["committed"]),
@@ -295,9 +311,13 @@ fn wave(
         })
         .collect();
     for name in sources.as_object().into_iter().flatten().map(|(n, _)| n) {
-        let refused = rate(history, &format!("sources.{name}.refused_records")).unwrap_or(0.0)
-            + rate(history, &format!("sources.{name}.refused_requests")).unwrap_or(0.0);
-        if refused > 0.0 {
+        let (records, requests) = (
+            format!("sources.{name}.refused_records"),
+            format!("sources.{name}.refused_requests"),
+        );
+        if grew_recently(history, &records) || grew_recently(history, &requests) {
+            let refused =
+                rate(history, &records).unwrap_or(0.0) + rate(history, &requests).unwrap_or(0.0);
             held.push(format!("{name} refusing {refused:.0}/s"));
         }
     }

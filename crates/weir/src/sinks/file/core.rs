@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::sinks::rotate::CloseReason;
+
 /// Suffix of the file being written; renamed to [`DONE_SUFFIX`] when rotated.
 pub const OPEN_SUFFIX: &str = ".ndjson.open";
 /// Suffix of a closed file.
@@ -20,11 +22,24 @@ impl Rotation {
     /// Whether a file of `bytes` bytes, first written at `opened`, should be closed at
     /// `now`.
     pub fn due(&self, bytes: u64, opened: Instant, now: Instant) -> bool {
-        bytes > 0
-            && (bytes >= self.max_bytes
-                || self
-                    .max_age
-                    .is_some_and(|age| now.saturating_duration_since(opened) >= age))
+        self.due_for(bytes, opened, now).is_some()
+    }
+
+    /// Why a file of `bytes` bytes, first written at `opened`, should be closed at
+    /// `now` (its size first), if it should.
+    pub fn due_for(&self, bytes: u64, opened: Instant, now: Instant) -> Option<CloseReason> {
+        if bytes == 0 {
+            None
+        } else if bytes >= self.max_bytes {
+            Some(CloseReason::Bytes)
+        } else if self
+            .max_age
+            .is_some_and(|age| now.saturating_duration_since(opened) >= age)
+        {
+            Some(CloseReason::Age)
+        } else {
+            None
+        }
     }
 }
 
@@ -54,6 +69,10 @@ mod tests {
             max_age: None,
         };
         assert!(!bytes_only.due(1, t0, t0 + Duration::from_secs(3600)));
+        let late = t0 + Duration::from_secs(60);
+        assert_eq!(r.due_for(100, t0, late), Some(CloseReason::Bytes));
+        assert_eq!(r.due_for(1, t0, late), Some(CloseReason::Age));
+        assert_eq!(r.due_for(0, t0, late), None);
     }
 
     #[test]

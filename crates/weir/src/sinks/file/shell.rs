@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::config::FileSinkConfig;
 use super::core::{DONE_SUFFIX, OPEN_SUFFIX, Rotation, file_stem};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::rotate::{CloseReason, Closes, FILE_CLOSES};
 use crate::sinks::{OpenSink, SinkContext};
 
 /// Writes NDJSON files.
@@ -32,6 +33,8 @@ struct State {
     broken: bool,
     /// Failures injected by tests into the next writes.
     fault: Fault,
+    /// Files closed, by reason (`closes` in `/status`).
+    closes: Arc<Closes>,
 }
 
 /// Write failures to inject (tests): the next `failures` batch writes put at most
@@ -70,8 +73,13 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 impl OpenSink for FileSinkConfig {
     type Sink = FileSink;
 
-    fn open(&self, _name: &str, _cx: &SinkContext) -> Result<FileSink, SinkError> {
-        FileSink::open(self)
+    fn open(&self, _name: &str, cx: &SinkContext) -> Result<FileSink, SinkError> {
+        let sink = FileSink::open(self)?;
+        let closes = Arc::clone(&lock(&sink.state).closes);
+        let _ = cx.detail.set(crate::pipeline::Detail(Arc::new(
+            move || serde_json::json!({ "closes": closes.status() }),
+        )));
+        Ok(sink)
     }
 }
 
@@ -115,6 +123,7 @@ impl FileSink {
                 buf: Vec::new(),
                 broken: false,
                 fault: Fault::default(),
+                closes: Arc::new(Closes::new(FILE_CLOSES)),
             })),
         })
     }
@@ -172,9 +181,10 @@ impl Sink for FileSink {
             let due = state
                 .open
                 .as_ref()
-                .is_some_and(|o| state.rotation.due(o.bytes, o.opened, Instant::now()));
-            if due {
+                .and_then(|o| state.rotation.due_for(o.bytes, o.opened, Instant::now()));
+            if let Some(reason) = due {
                 state.close()?;
+                state.closes.count(reason);
             }
             Ok(None)
         })
@@ -193,9 +203,17 @@ impl Sink for FileSink {
     /// Cancel-safe: the close finishes on a blocking thread.
     async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
         let state = Arc::clone(&self.state);
-        tokio::task::spawn_blocking(move || lock(&state).close().map(|()| None))
-            .await
-            .map_err(|_| SinkError::Cancelled)?
+        tokio::task::spawn_blocking(move || {
+            let mut state = lock(&state);
+            let written = state.open.as_ref().is_some_and(|o| o.bytes > 0);
+            state.close()?;
+            if written {
+                state.closes.count(CloseReason::Shutdown);
+            }
+            Ok(None)
+        })
+        .await
+        .map_err(|_| SinkError::Cancelled)?
     }
 }
 
@@ -256,8 +274,9 @@ impl State {
             return Err(e);
         }
         open.bytes += bytes.len() as u64;
-        if rotation.due(open.bytes, open.opened, Instant::now()) {
+        if let Some(reason) = rotation.due_for(open.bytes, open.opened, Instant::now()) {
             self.close()?;
+            self.closes.count(reason);
         }
         Ok(())
     }
@@ -445,6 +464,14 @@ mod tests {
         for line in text.lines() {
             serde_json::from_str::<serde_json::Value>(line).unwrap();
         }
+        // Closed by its size; the next one by shutdown.
+        sink.write(&batch, &mut rejects).await.unwrap();
+        sink.finish().await.unwrap();
+        let closes = Arc::clone(&lock(&sink.state).closes);
+        assert_eq!(
+            closes.status(),
+            serde_json::json!({"size": 1, "age": 0, "shutdown": 1})
+        );
     }
 
     #[tokio::test]

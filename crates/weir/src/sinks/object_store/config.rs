@@ -343,6 +343,10 @@ impl SinkKeys for ObjectStoreConfig {
             _ => None,
         }
     }
+
+    fn early_close_note(&self, name: &str, max_disk: u64) -> Option<String> {
+        crate::sinks::rotate::early_close_note(name, "object", &self.rotate, max_disk, None)
+    }
 }
 
 impl ObjectStoreConfig {

@@ -17,7 +17,7 @@ use super::stats::InFlight;
 use super::store::Metadata;
 use super::upload::{Op, Upload};
 use crate::pipeline::{SinkBatch, SinkError, Unencodable};
-use crate::sinks::rotate::pins_too_much;
+use crate::sinks::rotate::{CloseReason, pins_too_much};
 
 const KEY_FIRST_OFFSET_META: &str = "weir-first-offset";
 const KEY_LAST_OFFSET_META: &str = "weir-last-offset";
@@ -231,14 +231,22 @@ impl ObjectStoreSink {
         let aged = rotate
             .age
             .is_some_and(|age| open.opened.elapsed() >= age.get());
-        let due = size >= rotate.bytes.bytes()
-            || aged
-            || open
-                .last
-                .is_some_and(|last| pins_too_much(&rotate, &self.wal, open.first, last + 1));
+        let reason = if size >= rotate.bytes.bytes() {
+            Some(CloseReason::Bytes)
+        } else if aged {
+            Some(CloseReason::Age)
+        } else if open
+            .last
+            .is_some_and(|last| pins_too_much(&rotate, &self.wal, open.first, last + 1))
+        {
+            Some(CloseReason::WalShare)
+        } else {
+            None
+        };
         // An object that has covered nothing yet cannot end.
-        if due && let Some(last) = open.last {
+        if let (Some(reason), Some(last)) = (reason, open.last) {
             self.close(last).await?;
+            self.stats.closes.0.count(reason);
         }
         Ok(())
     }
@@ -305,6 +313,7 @@ impl ObjectStoreSink {
                 Some(b) if b <= end => {
                     open.last = Some(b);
                     self.close(b).await?;
+                    self.stats.closes.0.count(CloseReason::Recorded);
                     if i >= n && b == end {
                         return Ok(());
                     }

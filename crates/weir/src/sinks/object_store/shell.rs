@@ -48,6 +48,7 @@ use super::stats::ObjectStoreStats;
 use super::store::{Store, StoreError};
 use super::upload::{Done, Op, Stage, new_stage};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::rotate::{CloseReason, early_close_note};
 use crate::sinks::{ConfigStamp, OpenSink, SinkContext};
 
 /// Journal lines after which the journal is compacted (on the next tick).
@@ -186,6 +187,12 @@ impl ObjectStoreSink {
         let _ = cx
             .detail
             .set(crate::pipeline::Detail(Arc::new(sink.status_fn())));
+        let (max_disk, capacity) = (cx.wal.stats().max_disk, cx.wal.capacity());
+        if let Some(note) =
+            early_close_note(name, "object", &config.rotate, max_disk, Some(capacity))
+        {
+            tracing::info!(sink = %name, "{note}");
+        }
         Ok(sink)
     }
 
@@ -371,7 +378,10 @@ impl Sink for ObjectStoreSink {
                 );
                 self.open = None;
             }
-            Some((Some(last), _)) => self.close(last).await?,
+            Some((Some(last), _)) => {
+                self.close(last).await?;
+                self.stats.closes.0.count(CloseReason::Shutdown);
+            }
             _ => {}
         }
         while self.marks.iter().any(|m| !m.done) {

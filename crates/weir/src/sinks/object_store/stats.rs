@@ -1,6 +1,6 @@
 //! The object-store sink's counters ([`ObjectStoreStats`]) and the `/status` details
-//! made from them: objects, parts and bytes stored, retries, aborted uploads, and the
-//! bytes held (encoder and uploads) against their bounds.
+//! made from them: objects, parts and bytes stored, retries, aborted uploads, objects
+//! closed by reason, and the bytes held (encoder and uploads) against their bounds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Value, json};
 
 use super::shell::ObjectStoreSink;
+use crate::sinks::rotate::{CloseReason, Closes};
 
 /// Counters of one object-store sink, for `/status`.
 #[derive(Debug, Default)]
@@ -38,6 +39,28 @@ pub struct ObjectStoreStats {
     pub in_flight: AtomicU64,
     /// Bytes the open object's encoder holds.
     pub encoder_bytes: AtomicU64,
+    /// Objects closed, by reason (`closes` in `/status`).
+    pub closes: ObjectCloses,
+}
+
+/// The reasons an object closes for: `rotate` (bytes, age, the WAL it pins), the end an
+/// earlier run recorded, shutdown.
+pub const OBJECT_CLOSES: &[CloseReason] = &[
+    CloseReason::Bytes,
+    CloseReason::Age,
+    CloseReason::WalShare,
+    CloseReason::Recorded,
+    CloseReason::Shutdown,
+];
+
+/// [`Closes`] of the [`OBJECT_CLOSES`] reasons.
+#[derive(Debug)]
+pub struct ObjectCloses(pub Closes);
+
+impl Default for ObjectCloses {
+    fn default() -> Self {
+        Self(Closes::new(OBJECT_CLOSES))
+    }
 }
 
 /// One more request in flight while it lives (a CreateMultipartUpload, made outside
@@ -90,6 +113,7 @@ impl ObjectStoreSink {
                 "max_uploading_bytes": bound,
                 "encoder_bytes": get(&stats.encoder_bytes),
                 "max_encoder_bytes": encoder_bound,
+                "closes": stats.closes.0.status(),
             });
             if let (Some(typed), Some(map)) = (&typed, details.as_object_mut()) {
                 map.insert("schema".to_owned(), typed.status());

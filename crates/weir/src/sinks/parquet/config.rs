@@ -92,6 +92,10 @@ impl SinkKeys for ParquetConfig {
     fn directory(&self) -> Option<&Path> {
         Some(&self.path)
     }
+
+    fn early_close_note(&self, name: &str, max_disk: u64) -> Option<String> {
+        crate::sinks::rotate::early_close_note(name, "file", &self.rotate, max_disk, None)
+    }
 }
 
 /// Reads `row_group_rows` and `row_group_bytes`, declared whether or not they `apply`

@@ -14,7 +14,9 @@ use super::error::ParquetSinkError;
 use super::writer::ParquetFileWriter;
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
 use crate::sinks::reserve::WalReserve;
-use crate::sinks::rotate::{Rotate, pins_too_much};
+use crate::sinks::rotate::{
+    CloseReason, Closes, PINNING_CLOSES, Rotate, early_close_note, pins_too_much,
+};
 use crate::sinks::{ConfigStamp, OpenSink, SinkContext};
 
 /// A Parquet sink.
@@ -34,6 +36,8 @@ struct State {
     /// Set when the lake is on the WAL's filesystem: a write that would take the WAL's
     /// reserve waits instead.
     reserve: Option<WalReserve>,
+    /// Files closed, by reason (`closes` in `/status`).
+    closes: Arc<Closes>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -55,10 +59,18 @@ impl State {
             self.writer.open_first_offset(),
             self.last_next,
         ) && pins_too_much(rotate, wal, first, next)
+            && self.writer.finish()?.is_some()
         {
-            self.writer.finish()?;
+            self.closes.count(CloseReason::WalShare);
         }
         Ok(())
+    }
+
+    /// Counts a close for `reason` when `closed` says a file was.
+    fn counted<T>(&self, closed: Option<T>, reason: CloseReason) {
+        if closed.is_some() {
+            self.closes.count(reason);
+        }
     }
 
     /// Everything handed over is in closed files when none is open.
@@ -79,14 +91,23 @@ impl OpenSink for ParquetConfig {
         let mut state = lock(&sink.state);
         state.pinning = Some((self.rotate, cx.wal.clone()));
         state.reserve = WalReserve::for_dir(cx.wal.dir(), &self.path);
-        if let Some(stats) = state.writer.typed_stats() {
+        let typed = state.writer.typed_stats().cloned();
+        if let Some(stats) = &typed {
             crate::sinks::schema::register(name, stats, &cx.telemetry);
-            let shown = Arc::clone(stats);
-            let _ = cx.detail.set(crate::pipeline::Detail(Arc::new(
-                move || serde_json::json!({ "schema": shown.status() }),
-            )));
         }
+        let closes = Arc::clone(&state.closes);
+        let _ = cx.detail.set(crate::pipeline::Detail(Arc::new(move || {
+            let mut detail = serde_json::json!({ "closes": closes.status() });
+            if let (Some(typed), Some(map)) = (&typed, detail.as_object_mut()) {
+                map.insert("schema".to_owned(), typed.status());
+            }
+            detail
+        })));
         drop(state);
+        let (max_disk, capacity) = (cx.wal.stats().max_disk, cx.wal.capacity());
+        if let Some(note) = early_close_note(name, "file", &self.rotate, max_disk, Some(capacity)) {
+            tracing::info!(sink = %name, "{note}");
+        }
         Ok(sink)
     }
 }
@@ -111,6 +132,7 @@ impl ParquetSink {
                 pinning: None,
                 last_next: None,
                 reserve: None,
+                closes: Arc::new(Closes::new(PINNING_CLOSES)),
             })),
         })
     }
@@ -158,10 +180,11 @@ impl Sink for ParquetSink {
                     source: std::io::Error::new(std::io::ErrorKind::StorageFull, reason),
                 })?;
             }
-            state
+            let closed = state
                 .writer
                 .write(&batch.records, last)
                 .map_err(to_sink_error)?;
+            state.counted(closed, CloseReason::Bytes);
             state.last_next = Some(batch.next_offset);
             state.close_if_pinning().map_err(to_sink_error)?;
             let rejected = state.writer.take_rejects();
@@ -194,10 +217,11 @@ impl Sink for ParquetSink {
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
             let mut state = lock(&state);
-            state
+            let closed = state
                 .writer
                 .poll_age(SystemTime::now())
                 .map_err(to_sink_error)?;
+            state.counted(closed, CloseReason::Age);
             state.close_if_pinning().map_err(to_sink_error)?;
             Ok(state.durable())
         })
@@ -218,10 +242,15 @@ impl Sink for ParquetSink {
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
             let mut state = lock(&state);
-            state.writer.finish().map_err(to_sink_error)?;
+            let closed = state.writer.finish().map_err(to_sink_error)?;
+            state.counted(closed, CloseReason::Shutdown);
             Ok(state.durable())
         })
         .await
         .map_err(|_| SinkError::Cancelled)?
     }
 }
+
+#[cfg(test)]
+#[path = "shell_tests.rs"]
+mod tests;

@@ -294,7 +294,105 @@ fn shutdown_waits_for_a_stalled_writer_no_longer_than_its_timeout() {
 
 #[test]
 fn init_refuses_a_bad_level() {
-    let err = init("loud=sometimes=", 10, 1024).expect_err("bad level");
+    let err = init("loud=sometimes=", LogFormat::Json, 10, 1024).expect_err("bad level");
     assert!(matches!(err, LogError::Level { .. }), "{err}");
     assert!(err.to_string().contains("expected a level"), "{err}");
+}
+
+fn json_subscriber(writer: BoundedLogWriter) -> impl tracing::Subscriber + Send + Sync {
+    let format = writer.json_format();
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .event_format(format)
+        .finish()
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    text.lines()
+        .map(|line| match serde_json::from_str(line) {
+            Ok(serde_json::Value::Object(map)) => map,
+            other => panic!("not a JSON object: {line:?} ({other:?})"),
+        })
+        .collect()
+}
+
+#[test]
+fn json_lines_carry_ts_level_target_component_message_and_fields() {
+    let output = Collect::default();
+    let (writer, handle) =
+        bounded_writer_for(LogFormat::Json, 16, 4096, output.clone()).expect("writer");
+    tracing::subscriber::with_default(json_subscriber(writer), || {
+        tracing::info!(source = %"gen", records = 12_u64, ratio = 0.5, ok = true, "made durable");
+        tracing::warn!("sink lake: write failed: disk full");
+        tracing::error!(level = "shadowed", "the daemon as a whole");
+    });
+    // No status line between JSON lines.
+    handle.status_line("in 5/s out 5/s");
+    assert!(handle.shutdown(WAIT));
+    let text = output.text();
+    assert!(!text.contains('\r') && !text.contains("in 5/s"), "{text:?}");
+    let lines = json_lines(&text);
+    assert_eq!(lines.len(), 3, "{text}");
+    let keys: Vec<&str> = lines[0].keys().map(String::as_str).collect();
+    for key in [
+        "ts",
+        "level",
+        "target",
+        "component",
+        "message",
+        "source",
+        "records",
+    ] {
+        assert!(keys.contains(&key), "{key} missing: {text}");
+    }
+    let ts = lines[0]["ts"].as_str().expect("ts");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(ts).is_ok() && ts.ends_with('Z'),
+        "{ts}"
+    );
+    assert_eq!(lines[0]["level"], "INFO");
+    assert_eq!(lines[0]["target"], "weir::logging::tests");
+    assert_eq!(lines[0]["component"], "gen");
+    assert_eq!(lines[0]["message"], "made durable");
+    assert_eq!(lines[0]["records"], 12);
+    assert_eq!(lines[0]["ratio"], 0.5);
+    assert_eq!(lines[0]["ok"], true);
+    // A component named in the message, the way most of weir's events name it.
+    assert_eq!(lines[1]["component"], "lake");
+    assert_eq!(lines[1]["sink"], "lake");
+    assert_eq!(lines[1]["level"], "WARN");
+    // No component; a field named like a key keeps its value under another name.
+    assert!(!lines[2].contains_key("component"), "{text}");
+    assert_eq!(lines[2]["level"], "ERROR");
+    assert_eq!(lines[2]["field.level"], "shadowed");
+}
+
+#[test]
+fn a_json_line_over_the_bound_is_shortened_and_still_parses() {
+    let output = Collect::default();
+    let (writer, handle) =
+        bounded_writer_for(LogFormat::Json, 16, 300, output.clone()).expect("writer");
+    let long = "x".repeat(5_000);
+    tracing::subscriber::with_default(json_subscriber(writer), || {
+        tracing::warn!(source = %"gen", detail = %long, "sink lake: {long}");
+    });
+    assert!(handle.shutdown(WAIT));
+    let text = output.text();
+    assert!(text.lines().all(|l| l.len() < 300), "{text}");
+    let lines = json_lines(&text);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["truncated"], true);
+    assert_eq!(lines[0]["component"], "gen");
+    assert_eq!(handle.truncated(), 1);
+    assert_eq!(handle.dropped(), 0);
+    // A bound too small for any line: the line is dropped and counted, never cut.
+    let output = Collect::default();
+    let (writer, handle) =
+        bounded_writer_for(LogFormat::Json, 16, 40, output.clone()).expect("writer");
+    tracing::subscriber::with_default(json_subscriber(writer), || tracing::info!("{long}"));
+    assert!(handle.shutdown(WAIT));
+    assert_eq!(output.text(), "");
+    assert_eq!((handle.truncated(), handle.dropped()), (1, 1));
 }

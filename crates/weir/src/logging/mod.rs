@@ -10,6 +10,11 @@
 //!
 //! Memory is bounded by `queue_lines × line_max_bytes` plus the line being written.
 //!
+//! Lines are text, or JSON objects with `--log-format json` ([`LogFormat`], see
+//! [`JsonFormat`]). A JSON line is shortened by its formatter so that it fits
+//! `line_max_bytes` and stays valid JSON; one that cannot fit (a bound of less than
+//! about 200 bytes) is dropped and counted as truncated and dropped, never cut.
+//!
 //! The same thread draws the terminal's status line ([`LogHandle::status_line`], the
 //! live line of `weir run`): one slot, where a newer line replaces one not yet drawn.
 //! The writer clears it before log lines and draws it again after them, so the two
@@ -25,12 +30,17 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
-use weir_flow::queue::{Capacity, OnFull, QueueConfig, QueueCore};
+use weir_flow::queue::QueueCore;
 use weir_flow::{FlowStats, Timestamp};
 
 use crate::telemetry::Telemetry;
+
+mod json;
+mod setup;
+
+pub use self::json::{JsonFormat, LogFormat, plain_line};
+pub use self::setup::{bounded_writer, bounded_writer_for, init};
 
 /// Appended to a line cut at `line_max_bytes`.
 const TRUNCATED: &[u8] = "…[truncated]\n".as_bytes();
@@ -101,6 +111,8 @@ struct Shared {
     /// The queue's time origin (a std clock: logging runs outside tokio too).
     origin: Instant,
     line_max_bytes: usize,
+    /// Text or JSON lines: a JSON line is never cut, and there is no status line.
+    format: LogFormat,
     dropped: AtomicU64,
     truncated: AtomicU64,
     written: AtomicU64,
@@ -131,6 +143,12 @@ impl Shared {
     /// Offers one line; never waits for room.
     fn offer(&self, mut line: Vec<u8>) {
         if line.is_empty() {
+            return;
+        }
+        if line.len() > self.line_max_bytes && self.format == LogFormat::Json {
+            // Cut, it would not be JSON: its formatter (which counted it as truncated)
+            // could not make it fit.
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if line.len() > self.line_max_bytes {
@@ -282,6 +300,13 @@ impl Drop for LineWriter {
     }
 }
 
+impl BoundedLogWriter {
+    /// The JSON event format whose lines fit this writer's `line_max_bytes`.
+    pub fn json_format(&self) -> JsonFormat {
+        JsonFormat::new(Arc::clone(&self.shared))
+    }
+}
+
 impl<'a> MakeWriter<'a> for BoundedLogWriter {
     type Writer = LineWriter;
 
@@ -342,8 +367,12 @@ impl LogHandle {
     /// `line_max_bytes`. Only for a terminal output.
     ///
     /// Never waits: one line waits to be drawn, and a newer one replaces it (counted in
-    /// [`status_dropped`](Self::status_dropped)).
+    /// [`status_dropped`](Self::status_dropped)). Ignored with JSON lines, which a
+    /// status line would break.
     pub fn status_line(&self, text: &str) {
+        if self.shared.format == LogFormat::Json {
+            return;
+        }
         let mut line = text.replace(['\n', '\r'], " ").into_bytes();
         cut(&mut line, self.shared.line_max_bytes);
         let mut state = self.shared.lock();
@@ -369,6 +398,11 @@ impl LogHandle {
         state.status_phase = StatusPhase::Ending;
         drop(state);
         self.shared.ready.notify_one();
+    }
+
+    /// The format of the lines.
+    pub fn format(&self) -> LogFormat {
+        self.shared.format
     }
 
     /// The queue's statistics (depth, bytes, oldest age).
@@ -440,85 +474,5 @@ impl LogHandle {
     }
 }
 
-/// A bounded writer to `output` and its handle, without installing anything globally
-/// (tests use it with `tracing::subscriber::with_default`).
-///
-/// # Errors
-///
-/// [`LogError::Thread`] when the writer thread cannot be spawned.
-pub fn bounded_writer(
-    queue_lines: u32,
-    line_max_bytes: u64,
-    mut output: impl Write + Send + 'static,
-) -> Result<(BoundedLogWriter, LogHandle), LogError> {
-    let line_max_bytes = usize::try_from(line_max_bytes)
-        .unwrap_or(usize::MAX)
-        .max(TRUNCATED.len() + 1);
-    let lines = usize::try_from(queue_lines).unwrap_or(usize::MAX).max(1);
-    let bytes = (lines as u64).saturating_mul(line_max_bytes as u64);
-    let config = QueueConfig::new(Capacity::items_and_weight(lines, bytes), OnFull::DropNewest)
-        .weigh_by(|line: &Vec<u8>| line.len() as u64);
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            queue: QueueCore::new(config),
-            status: None,
-            status_phase: StatusPhase::Open,
-            closed: false,
-            finished: false,
-        }),
-        ready: Condvar::new(),
-        finished: Condvar::new(),
-        origin: Instant::now(),
-        line_max_bytes,
-        dropped: AtomicU64::new(0),
-        truncated: AtomicU64::new(0),
-        written: AtomicU64::new(0),
-        status_dropped: AtomicU64::new(0),
-    });
-    let drain = Arc::clone(&shared);
-    let thread = std::thread::Builder::new()
-        .name("weir-log".to_owned())
-        .spawn(move || {
-            let finish = FinishOnDrop(drain);
-            write_loop(&finish.0, &mut output);
-        })
-        .map_err(LogError::Thread)?;
-    let handle = LogHandle {
-        shared: Arc::clone(&shared),
-        thread: Arc::new(WriterThread {
-            shared: Arc::clone(&shared),
-            join: Mutex::new(Some(thread)),
-        }),
-    };
-    Ok((BoundedLogWriter { shared }, handle))
-}
-
-/// Installs the global `tracing` subscriber: `level` (a level or filter directives),
-/// formatted lines through a bounded queue of `queue_lines` lines of at most
-/// `line_max_bytes` bytes to stderr.
-///
-/// # Errors
-///
-/// [`LogError::Level`] for a bad level, [`LogError::AlreadyInitialised`] when called
-/// twice, [`LogError::Thread`] when the writer thread cannot start.
-pub fn init(level: &str, queue_lines: u32, line_max_bytes: u64) -> Result<LogHandle, LogError> {
-    let filter = EnvFilter::try_new(level).map_err(|e| LogError::Level {
-        level: level.to_owned(),
-        message: e.to_string(),
-    })?;
-    let (writer, handle) = bounded_writer(queue_lines, line_max_bytes, std::io::stderr())?;
-    let installed = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(false)
-        .try_init();
-    if installed.is_err() {
-        handle.shutdown(Duration::from_secs(1));
-        return Err(LogError::AlreadyInitialised);
-    }
-    Ok(handle)
-}
-
 #[cfg(test)]
-#[path = "logging_tests.rs"]
 mod tests;
