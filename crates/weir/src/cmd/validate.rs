@@ -1,7 +1,7 @@
 //! `weir validate CONFIG`: checks a configuration and prints every queue's bound, the
 //! worst-case memory estimate against `runtime.memory_target`, the disk budgets and the
-//! configuration hash. Exits 0 when valid, 1 with every error (one per line, on stderr)
-//! otherwise.
+//! configuration hash, and warns of the WAL's cursors that no configured sink owns.
+//! Exits 0 when valid, 1 with every error (one per line, on stderr) otherwise.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -47,6 +47,9 @@ fn report(name: &str, config: &Config) -> String {
         config.hash()
     );
     for warning in config.warnings() {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    for warning in config.cursor_warnings() {
         let _ = writeln!(out, "warning: {warning}");
     }
     out.push('\n');

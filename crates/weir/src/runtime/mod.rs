@@ -44,6 +44,7 @@
 pub mod fds;
 pub mod live;
 pub mod malloc;
+pub mod rename;
 pub mod status;
 pub mod wal;
 
@@ -175,6 +176,7 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
         );
     }
     let wal_component = telemetry.component(ComponentKind::Wal, "wal");
+    rename::before_wal(config, &telemetry).await?;
     let wal_config = wal::wal_config(config).context("wal")?;
     let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(wal_config))
         .await?
