@@ -1,8 +1,14 @@
-//! Read-only tools behind `weir wal inspect` and `weir wal verify`.
+//! Offline tools behind `weir wal inspect`, `weir wal verify` and `weir wal cursors`.
 //!
-//! Both work on a directory no process has open, and change nothing: no lock is taken
-//! for writing, nothing is truncated or quarantined. If a daemon does have the WAL open,
-//! the figures may move while they are read (the report says so).
+//! `inspect`, `verify` and [`cursors()`] work on a directory no process has open, and
+//! change nothing: no lock is taken for writing, nothing is truncated or quarantined. If
+//! a daemon does have the WAL open, the figures may move while they are read (the
+//! report says so). Removing or renaming a cursor file takes the directory's lock
+//! ([`lock`]) first, so it is refused while a daemon runs.
+
+mod cursors;
+
+pub use self::cursors::{CursorLag, CursorsReport, DirLock, cursor_names, cursors, lock};
 
 use std::fmt;
 use std::fs::{self, File};
@@ -27,6 +33,44 @@ pub enum ToolError {
     /// No segment files: not a WAL directory.
     #[error("{0} holds no WAL segment (*.seg); is it the WAL directory?")]
     NotAWal(PathBuf),
+    /// A process holds the WAL open, so its cursor files may not be changed.
+    #[error(
+        "the WAL directory {0} is open by a running weir (its LOCK is held); stop it first: \
+         a running daemon keeps its cursors in memory and writes them back"
+    )]
+    Locked(PathBuf),
+    /// No cursor file of that name.
+    #[error("no cursor named {name:?} in {}; {}", dir.display(), listed(existing))]
+    NoCursor {
+        /// The `cursors/` directory.
+        dir: PathBuf,
+        /// The name asked for.
+        name: String,
+        /// The cursors there.
+        existing: Vec<String>,
+    },
+    /// The target of a rename already has a cursor file.
+    #[error("a cursor named {name:?} already exists in {}", dir.display())]
+    CursorExists {
+        /// The `cursors/` directory.
+        dir: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// A name no cursor can have (a cursor's file is named after it).
+    #[error(
+        "{0:?} is not a cursor name: 1 to 64 characters of A-Z a-z 0-9 _ - . (not starting with .)"
+    )]
+    BadName(String),
+}
+
+/// `cursors there: a, b`, or `there are none`.
+fn listed(names: &[String]) -> String {
+    if names.is_empty() {
+        "there are none".to_owned()
+    } else {
+        format!("cursors there: {}", names.join(", "))
+    }
 }
 
 /// One segment as found on disk.

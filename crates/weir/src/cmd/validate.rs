@@ -1,8 +1,9 @@
 //! `weir validate CONFIG`: checks a configuration and prints every queue's bound, the
 //! worst-case memory estimate against `runtime.memory_target`, the disk budgets, the
-//! configuration hash, and when budget-aware rotation closes a sink's files before its
-//! `rotate.bytes` would (`note: sinks.NAME: …`). Exits 0 when valid, 1 with every error (one per line, on stderr)
-//! otherwise.
+//! configuration hash, when budget-aware rotation closes a sink's files before its
+//! `rotate.bytes` would (`note: sinks.NAME: …`), and warns of the WAL's cursors that no
+//! configured sink owns. Exits 0 when valid, 1 with every error (one per line, on
+//! stderr) otherwise.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -57,6 +58,9 @@ fn report(name: &str, config: &Config) -> String {
         {
             let _ = writeln!(out, "note: {note}");
         }
+    }
+    for warning in config.cursor_warnings() {
+        let _ = writeln!(out, "warning: {warning}");
     }
     out.push('\n');
     write_queues(&mut out, &inventory);

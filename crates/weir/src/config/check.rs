@@ -1,5 +1,6 @@
-//! Checks that span sections: names, directories, listen addresses, and batch sizes
-//! against the WAL's byte semaphore.
+//! Checks that span sections: names, directories, listen addresses, batch sizes
+//! against the WAL's byte semaphore, sessions on one broker ([`super::clash`]), and
+//! sinks' `rename_from`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ pub(super) fn cross_check(config: &Config, errors: &mut Vec<ConfigError>) {
     check_batches_fit_the_wal(config, &failed, &mut found);
     check_directories(config, &failed, &mut found);
     check_component_names(config, &mut found);
+    super::clash::check_sessions(config, &failed, &mut found);
+    check_renames(config, &mut found);
     errors.extend(found);
 }
 
@@ -143,6 +146,38 @@ fn check_component_names(config: &Config, errors: &mut Vec<ConfigError>) {
                      (the quarantine keeps records, counts and logs under the name): rename one"
                 ),
             });
+        }
+    }
+}
+
+/// `rename_from` names the sink's earlier name: not another configured sink (whose
+/// cursor and state are in use), nor the same name twice.
+fn check_renames(config: &Config, errors: &mut Vec<ConfigError>) {
+    let mut taken: Vec<(&str, &str)> = Vec::new();
+    for (name, sink) in &config.sinks {
+        let Some(old) = sink.rename_from.as_deref() else {
+            continue;
+        };
+        let path = join(&join("sinks", name), "rename_from");
+        let message = if old == name {
+            Some(format!(
+                "{old:?} is this sink's own name; rename_from names the sink's earlier name"
+            ))
+        } else if config.sinks.contains_key(old) {
+            Some(format!(
+                "{old:?} is a configured sink, whose cursor and state are its own; rename_from \
+                 names a sink that is no longer in the file (remove [sinks.{old}] or rename_from)"
+            ))
+        } else {
+            taken.iter().find(|(o, _)| *o == old).map(|(_, other)| {
+                format!(
+                    "sinks.{other}.rename_from takes {old:?} over already; one sink takes it over"
+                )
+            })
+        };
+        match message {
+            Some(message) => errors.push(ConfigError::Key { path, message }),
+            None => taken.push((old, name)),
         }
     }
 }

@@ -11,6 +11,10 @@
 //!    (`sinks.lake.rotate.bytes`) and the walk goes on. Unknown keys are refused
 //!    everywhere (the equivalent of `deny_unknown_fields`), listing the allowed keys.
 //!
+//! Between the two, `${VAR}` and `${VAR:-default}` in string values are replaced by
+//! environment variables ([`interpolate`]), on the parsed table: a variable's value is
+//! only ever one string value, never TOML syntax.
+//!
 //! Only a file with no problem becomes a [`Config`]; otherwise [`ConfigErrors`] holds
 //! them all. Defaults are filled in during the walk, so the model holds every value the
 //! daemon will use. Sizes are [`ByteSize`] (positive, `"8 MiB"` or an integer of bytes),
@@ -24,8 +28,12 @@
 //! mode, for `weir config reference` and `docs/configuration.md`.
 
 mod check;
+mod clash;
 mod hash;
+pub mod interpolate;
 mod inventory;
+mod orphans;
+mod redact;
 pub mod reference;
 mod runtime;
 #[cfg(test)]
@@ -39,6 +47,7 @@ use serde::Serialize;
 
 pub use self::hash::ConfigHash;
 pub use self::inventory::{DiskBudget, Inventory};
+pub use self::orphans::{Found, Refusal, Takeover};
 pub use self::runtime::{QuarantineConfig, RuntimeConfig, WalConfig};
 pub use crate::keys::{ByteSize, ConfigError, ConfigErrors, Duration, QueueBound, format_bytes};
 pub use crate::sinks::{SinkConfig, SinkKind};
@@ -73,7 +82,7 @@ use crate::keys::{Diagnostics, Section};
 /// assert_eq!(config.wal.max_pending_bytes, ByteSize::mib(8));
 /// # Ok::<(), weir::config::ConfigErrors>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct Config {
     /// `[runtime]`.
     pub runtime: RuntimeConfig,
@@ -112,18 +121,64 @@ impl Config {
         Self::from_toml(&text)
     }
 
-    /// Validates configuration text; every problem found is in the error.
+    /// Validates configuration text, with `${VAR}` read from the process's environment;
+    /// every problem found is in the error.
     pub fn from_toml(text: &str) -> Result<Self, ConfigErrors> {
-        let table: toml::Table = text
+        Self::from_toml_with_env(text, &interpolate::process_env)
+    }
+
+    /// [`Config::from_toml`] with `${VAR}` looked up by `env` (`None`: unset) instead of
+    /// in the process's environment.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weir::config::{Config, SinkKind};
+    ///
+    /// let text = r#"
+    ///     [runtime]
+    ///     data_dir = "${DATA:-./weir-data}"
+    ///     [wal]
+    ///     max_disk = "1 GiB"
+    ///     on_full = "block"
+    ///     [sources.gen]
+    ///     type = "generator"
+    ///     rate = 0
+    ///     [sinks.lake]
+    ///     type = "object_store"
+    ///     inputs = ["gen"]
+    ///     url = "s3://${BUCKET}/weir"
+    /// "#;
+    /// let env = |name: &str| (name == "BUCKET").then(|| "lake".to_owned());
+    /// let config = Config::from_toml_with_env(text, &env)?;
+    /// assert_eq!(config.runtime.data_dir.to_str(), Some("./weir-data"));
+    /// let SinkKind::ObjectStore(lake) = &config.sinks["lake"].kind else { unreachable!() };
+    /// assert_eq!(lake.url, "s3://lake/weir");
+    ///
+    /// let unset = Config::from_toml_with_env(text, &|_: &str| None).unwrap_err();
+    /// assert!(unset.to_string().starts_with("sinks.lake.url: the environment variable BUCKET is not set"));
+    /// # Ok::<(), weir::config::ConfigErrors>(())
+    /// ```
+    pub fn from_toml_with_env(text: &str, env: interpolate::Env<'_>) -> Result<Self, ConfigErrors> {
+        let mut table: toml::Table = text
             .parse()
             .map_err(|e| ConfigErrors::new(vec![syntax_error(text, &e)]))?;
         // Every configuration a unit test reads also checks that the reference lists
         // each key it reads.
         #[cfg(test)]
         reference::assert_documented(text);
+        let mut errors = interpolate::interpolate(&mut table, env);
         let diag = Diagnostics::default();
         let config = Self::walk(&table, &diag);
-        let mut errors = diag.into_errors();
+        // A value left as written by a failed interpolation is not checked again.
+        let failed: Vec<String> = errors
+            .iter()
+            .filter_map(|e| e.path().map(str::to_owned))
+            .collect();
+        errors.extend(diag.into_errors().into_iter().filter(|e| {
+            e.path()
+                .is_none_or(|walked| !failed.iter().any(|f| interpolate::follows_from(walked, f)))
+        }));
         if let Some(config) = &config {
             check::cross_check(config, &mut errors);
         }

@@ -27,6 +27,16 @@ that reads them declares them.
   says `\"0s\"` is allowed.
 - A key not listed for its section is an error naming its path and the allowed keys; every
   problem in a file is reported at once.
+- Every string value, at any depth (in lists and inline tables too), may use environment
+  variables: `${NAME}` is the variable's value, `${NAME:-default}` its value or, when it is
+  unset or empty, `default` (taken as written); `$$` is one `$`. An unset variable without a
+  default is an error naming the key and the variable. A `$` followed by anything else
+  (`$HOME`, `5$`) is kept as written; `${` without its `}` is an error. Values are put in
+  after the file is parsed, so a variable can never add TOML syntax; keys and table names
+  are not interpolated. The configuration hash covers the values put in.
+- Credentials are shown as `***` wherever the configuration is shown (`/status` →
+  `config`): keys whose names hold one, an HTTP sink's `headers` values, and in URLs the
+  user-info and query parameters such as `token` or `sig`.
 - A table key (`rotate`, `max_lag`, `retry`) is written `rotate = { bytes = \"64 MiB\" }` or
   as its own `[sinks.NAME.rotate]` section; its keys are listed as `rotate.bytes`.
 - `weir config example TYPE` prints a commented section for a source or sink type; for a

@@ -11,6 +11,7 @@
 //!   and how a TOML value becomes a typed one ([`FromValue`](units::FromValue)).
 //! - [`error`]: [`ConfigError`] and [`ConfigErrors`].
 //! - [`bounds`]: [`QueueBound`], what a component reports to the memory inventory.
+//! - [`redact`]: which values are credentials, and `***` in their place.
 //! - [`tls`]: the roots of a `ca_file` key (or the system's) and a rustls client setup.
 //!
 //! The whole file (`[runtime]`, `[wal]`, the sources and sinks as a whole) is
@@ -20,6 +21,7 @@ pub mod bounds;
 pub mod declare;
 pub mod error;
 pub mod nats;
+pub mod redact;
 pub mod reference;
 pub mod tls;
 pub mod units;

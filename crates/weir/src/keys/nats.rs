@@ -120,7 +120,10 @@ pub fn nats_urls(s: &mut Section<'_>) -> Option<Vec<String>> {
         else {
             s.error(
                 "url",
-                format!("expected a URL starting with nats:// or tls://, found {url:?}"),
+                format!(
+                    "expected a URL starting with nats:// or tls://, found {:?}",
+                    super::redact::url(url)
+                ),
             );
             ok = false;
             continue;
@@ -128,7 +131,10 @@ pub fn nats_urls(s: &mut Section<'_>) -> Option<Vec<String>> {
         if rest.is_empty() || rest.contains(['@', '/', '?', '#']) {
             s.error(
                 "url",
-                format!("{url:?}: expected nats://host:port; credentials go in creds_file, token_env or nkey_seed_*"),
+                format!(
+                    "{:?}: expected nats://host:port; credentials go in creds_file, token_env or nkey_seed_*",
+                    super::redact::url(url)
+                ),
             );
             ok = false;
         }

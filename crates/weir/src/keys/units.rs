@@ -154,7 +154,8 @@ pub trait FromValue: Sized {
 /// Describes a value the way it was written, for "found …" in messages.
 pub fn describe(value: &Value) -> String {
     match value {
-        Value::String(s) => format!("{s:?}"),
+        // A URL's credentials are not echoed back.
+        Value::String(s) => format!("{:?}", super::redact::url(s)),
         Value::Integer(i) => i.to_string(),
         Value::Float(x) => x.to_string(),
         Value::Boolean(b) => b.to_string(),

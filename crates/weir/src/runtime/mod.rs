@@ -53,6 +53,7 @@ pub mod live;
 pub mod malloc;
 pub mod pid;
 pub mod reload;
+pub mod rename;
 pub mod status;
 pub mod wal;
 
@@ -185,6 +186,7 @@ pub async fn open(config: &Config, log: Option<&LogHandle>) -> anyhow::Result<Op
         );
     }
     let wal_component = telemetry.component(ComponentKind::Wal, "wal");
+    rename::before_wal(config).await?;
     let wal_config = wal::wal_config(config).context("wal")?;
     let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(wal_config))
         .await?
@@ -299,7 +301,8 @@ pub fn start(
     });
     let config_status = Arc::new(Mutex::new(ConfigStatus {
         file: path.clone(),
-        hash: config.hash().to_string(),
+        hash: format!("sha256:{}", config.hash().hex()),
+        values: config.redacted(),
         loaded_unix_ms: reload::unix_ms_now(),
         reloads_applied: 0,
         reloads_refused: 0,

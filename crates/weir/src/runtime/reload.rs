@@ -48,8 +48,11 @@ pub const LIVE_KEYS: &[&str] = &[
 pub struct ConfigStatus {
     /// The file weir reads (and reloads).
     pub file: Option<PathBuf>,
-    /// The hash of the configuration in force.
+    /// The full hash of the configuration in force (`sha256:` and 64 hex digits, as
+    /// in Parquet footers).
     pub hash: String,
+    /// The configuration in force with every default filled in, credentials as `***`.
+    pub values: Value,
     /// When it was loaded (start or the last reload that changed it).
     pub loaded_unix_ms: u64,
     /// Reloads applied (wholly or partly) since start.
@@ -106,6 +109,11 @@ impl ReloadReport {
     pub fn applied(&self) -> bool {
         self.result != "refused"
     }
+}
+
+/// `sha256:` and the 64 hex digits of `config`'s hash.
+fn full_hash(config: &Config) -> String {
+    format!("sha256:{}", config.hash().hex())
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -186,7 +194,7 @@ fn without_live_keys(sink: &SinkConfig, like: &SinkConfig) -> SinkConfig {
 impl Components {
     /// Reloads the configuration from `path`; see the [module docs](self).
     pub async fn reload(&mut self, path: &Path, trigger: &'static str) -> ReloadReport {
-        let mut report = ReloadReport::new(trigger, self.config.hash().to_string());
+        let mut report = ReloadReport::new(trigger, full_hash(&self.config));
         let new = match Config::load(path) {
             Ok(new) => new,
             Err(errors) => {
@@ -236,6 +244,21 @@ impl Components {
         );
 
         // Every check that can refuse the reload, before anything stops.
+        for name in &add_sinks {
+            if let Some(old_name) = new.sinks[name].rename_from.as_deref() {
+                let pending = new.found(name, old_name).map(crate::config::Takeover::plan);
+                if matches!(pending, Ok(crate::config::Takeover::Move { .. })) {
+                    report.errors.push(format!(
+                        "sinks.{name}.rename_from: taking {old_name:?} over moves its cursor and \
+                         state, which weir does only when it starts: restart weir to rename \
+                         the sink (or remove rename_from to start {name:?} afresh)"
+                    ));
+                }
+            }
+        }
+        if !report.errors.is_empty() {
+            return self.finish(report);
+        }
         let mut checked = BTreeMap::new();
         for name in &add_sources {
             match new.sources[name].kind.check(name).await {
@@ -435,7 +458,7 @@ impl Components {
             "partial"
         };
         self.adopt(effective);
-        report.hash = self.config.hash().to_string();
+        report.hash = full_hash(&self.config);
         self.finish(report)
     }
 
@@ -467,7 +490,8 @@ impl Components {
             ),
         );
         let mut status = lock(&self.status);
-        status.hash = hash.to_string();
+        status.hash = format!("sha256:{}", hash.hex());
+        status.values = config.redacted();
         status.loaded_unix_ms = unix_ms_now();
         drop(status);
         self.config = config;

@@ -1,6 +1,6 @@
 //! The keys every sink has: `inputs`, the filter (`where`, `on_filter_error`),
 //! retention (`required`, `max_lag`, `start_from`), the WAL reads and the driver
-//! channel, `retry`. The sink type's own keys
+//! channel, `retry`, `rename_from`. The sink type's own keys
 //! are in its folder's `config.rs`.
 
 use std::num::NonZeroU32;
@@ -37,6 +37,11 @@ pub struct SinkConfig {
     pub channel_batches: NonZeroU32,
     /// `retry`: backoff between retries of a failed write.
     pub retry: Retry,
+    /// `rename_from`: the sink's earlier name, whose WAL cursor and state
+    /// (`<data_dir>/sinks/<name>/`) it takes over before the WAL opens. Left out of the
+    /// serialized form when unset, so that configurations without it keep their hash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rename_from: Option<String>,
     /// The sink type and its own keys.
     #[serde(flatten)]
     pub kind: SinkKind,
@@ -116,6 +121,7 @@ impl SinkConfig {
             )
             .or(NonZeroU32::new(2).expect("2 > 0"));
         let retry = parse_retry(&mut s);
+        let rename_from = parse_rename_from(&mut s);
         // Unknown keys are reported only when the type is known: otherwise every key
         // of the type would look unknown.
         let type_name = type_name?;
@@ -137,6 +143,7 @@ impl SinkConfig {
             read_batch_bytes,
             channel_batches,
             retry,
+            rename_from,
             kind: kind?,
         })
     }
@@ -204,6 +211,28 @@ fn parse_inputs(s: &mut Section<'_>, sources: &[&str]) -> Option<Vec<String>> {
         }
     }
     ok.then_some(inputs)
+}
+
+fn parse_rename_from(s: &mut Section<'_>) -> Option<String> {
+    let old: String = s
+        .key(
+            "rename_from",
+            "The sink's earlier name: at startup its WAL cursor and its state (`<data_dir>/sinks/<old>/`) become this sink's, so it resumes where the old one stopped; harmless once done.",
+        )
+        .example("lake_v1")
+        .opt()?;
+    let bare = !old.is_empty()
+        && old
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !bare {
+        s.error(
+            "rename_from",
+            format!("expected a sink name (letters, digits, '_' and '-'), found {old:?}"),
+        );
+        return None;
+    }
+    Some(old)
 }
 
 fn parse_filter(s: &mut Section<'_>) -> Option<SinkFilter> {

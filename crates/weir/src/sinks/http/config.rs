@@ -56,7 +56,7 @@ pub struct Header {
 }
 
 /// Where a header's value comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HeaderValue {
     /// Written in the file (`headers = { "X-Tenant" = "a" }`).
@@ -64,6 +64,20 @@ pub enum HeaderValue {
     /// The value of this environment variable when the sink opens
     /// (`headers_env = { Authorization = "WEIR_HTTP_AUTH" }`).
     Env(String),
+}
+
+impl std::fmt::Debug for HeaderValue {
+    /// A value written in the file is shown as `***`: it may be a credential
+    /// (`Authorization = "Bearer ${TOKEN}"`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderValue::Literal(_) => f
+                .debug_tuple("Literal")
+                .field(&crate::keys::redact::MASK)
+                .finish(),
+            HeaderValue::Env(name) => f.debug_tuple("Env").field(name).finish(),
+        }
+    }
 }
 
 /// `type = "http"`: batches of records sent to an HTTP endpoint, with adaptive
@@ -129,10 +143,19 @@ impl HttpSinkConfig {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 s.error(
                     "url",
-                    format!("expected a URL starting with http:// or https://, found {url:?}"),
+                    format!(
+                        "expected a URL starting with http:// or https://, found {:?}",
+                        crate::keys::redact::url(url)
+                    ),
                 );
             } else if let Err(e) = url.parse::<hyper::Uri>() {
-                s.error("url", format!("{url:?} is not a valid URL: {e}"));
+                s.error(
+                    "url",
+                    format!(
+                        "{:?} is not a valid URL: {e}",
+                        crate::keys::redact::url(url)
+                    ),
+                );
             }
         }
         let ca_file = s

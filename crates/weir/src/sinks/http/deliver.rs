@@ -160,7 +160,7 @@ impl Shared {
                         self.refused_configuration(format!(
                             "{} {} answered HTTP {}: {}; check url, method and headers",
                             self.method,
-                            config.url,
+                            crate::keys::redact::url(&config.url),
                             answer.status,
                             answer.body.trim(),
                         ));

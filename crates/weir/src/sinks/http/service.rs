@@ -126,7 +126,12 @@ impl Shared {
             );
         }
         let response = self.client.request(request).await.map_err(|e| {
-            let message = format!("{} {}: {}", self.method, self.config.url, chain(&e));
+            let message = format!(
+                "{} {}: {}",
+                self.method,
+                crate::keys::redact::url(&self.config.url),
+                chain(&e)
+            );
             if untrusted_certificate(&e) {
                 SendError::Certificate(message)
             } else {

@@ -67,7 +67,7 @@ impl std::fmt::Debug for HttpSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpSink")
             .field("name", &self.shared.name)
-            .field("url", &self.shared.config.url)
+            .field("url", &crate::keys::redact::url(&self.shared.config.url))
             .field("pending", &self.pending.len())
             .field("stage", &self.stage)
             .finish_non_exhaustive()
@@ -79,10 +79,15 @@ impl OpenSink for HttpSinkConfig {
 
     fn open(&self, name: &str, cx: &SinkContext) -> Result<HttpSink, SinkError> {
         let refuse = |key: &str, message: String| SinkError::Permanent(format!("{key}: {message}"));
-        let uri: hyper::Uri = self
-            .url
-            .parse()
-            .map_err(|e| refuse("url", format!("{:?} is not a valid URL: {e}", self.url)))?;
+        let uri: hyper::Uri = self.url.parse().map_err(|e| {
+            refuse(
+                "url",
+                format!(
+                    "{:?} is not a valid URL: {e}",
+                    crate::keys::redact::url(&self.url)
+                ),
+            )
+        })?;
         let mut headers = Vec::with_capacity(self.headers.len());
         for header in &self.headers {
             let name = HeaderName::from_bytes(header.name.as_bytes())

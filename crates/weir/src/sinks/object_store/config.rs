@@ -79,7 +79,8 @@ impl Location {
     pub fn parse(url: &str) -> Result<Self, String> {
         let expected = || {
             format!(
-                "expected a URL like \"s3://bucket/prefix\" (s3, gs, az, file or memory), found {url:?}"
+                "expected a URL like \"s3://bucket/prefix\" (s3, gs, az, file or memory), found {:?}",
+                crate::keys::redact::url(url)
             )
         };
         let (scheme, rest) = url.split_once("://").ok_or_else(expected)?;
@@ -288,7 +289,10 @@ impl SinkKeys for ObjectStoreConfig {
         {
             s.error(
                 "endpoint",
-                format!("{endpoint:?} is plain HTTP: set allow_http = true to use it"),
+                format!(
+                    "{:?} is plain HTTP: set allow_http = true to use it",
+                    crate::keys::redact::url(endpoint)
+                ),
             );
         }
         let upload_concurrency = s

@@ -85,7 +85,7 @@ impl std::fmt::Debug for ObjectStoreSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectStoreSink")
             .field("name", &self.name)
-            .field("url", &self.config.url)
+            .field("url", &crate::keys::redact::url(&self.config.url))
             .field("open", &self.open.as_ref().map(|o| &o.key))
             .finish_non_exhaustive()
     }
