@@ -123,24 +123,13 @@ impl Wal {
     ///
     /// [`LiveError::Unknown`] when no attached cursor has that name.
     pub fn set_cursor(&self, name: &str, config: CursorConfig) -> Result<(), LiveError> {
-        let shared = self.shared();
-        {
-            let mut core = shared.core();
-            let Some(c) = core
-                .cursors
-                .iter_mut()
-                .find(|c| c.name == name && !c.detached)
-            else {
-                return Err(LiveError::Unknown(name.to_owned()));
-            };
+        self.with_attached(name, |c| {
             c.config = config;
             if !config.required || (config.max_lag.bytes.is_none() && config.max_lag.age.is_none())
             {
                 c.released = false;
             }
-        }
-        shared.request_retention();
-        Ok(())
+        })
     }
 
     /// Detaches cursor `name`: it no longer holds retention, has no reader and is no
@@ -151,6 +140,16 @@ impl Wal {
     ///
     /// [`LiveError::Unknown`] when no attached cursor has that name.
     pub fn detach_cursor(&self, name: &str) -> Result<(), LiveError> {
+        // What it held may now be deleted.
+        self.with_attached(name, |c| c.detached = true)
+    }
+
+    /// Applies `change` to the attached cursor `name`, then asks for a retention round.
+    fn with_attached(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut CursorState),
+    ) -> Result<(), LiveError> {
         let shared = self.shared();
         {
             let mut core = shared.core();
@@ -161,9 +160,8 @@ impl Wal {
             else {
                 return Err(LiveError::Unknown(name.to_owned()));
             };
-            c.detached = true;
+            change(c);
         }
-        // What it held may now be deleted.
         shared.request_retention();
         Ok(())
     }

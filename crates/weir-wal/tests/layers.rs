@@ -35,8 +35,8 @@ const LAYERS: &[&[&str]] = &[
     &["writer", "reader", "stats"],
     // The handle, and the offline tools.
     &["wal", "tools"],
-    // Ordered appends over a `Wal`.
-    &["chain"],
+    // Ordered appends over a `Wal`; changes to an open `Wal` (budget, cursors).
+    &["chain", "live"],
 ];
 
 #[test]

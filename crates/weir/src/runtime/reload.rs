@@ -105,6 +105,19 @@ impl ReloadReport {
         }
     }
 
+    /// Notes (and logs) that the `kind` (`source` or `sink`) `name` started: `added`, or
+    /// restarted with new keys.
+    fn started(&mut self, kind: &str, name: &str, added: bool) {
+        let what = format!("{kind}s.{name}");
+        if added {
+            tracing::info!("reload: {kind} {name} added");
+            self.added.push(what);
+        } else {
+            tracing::info!("reload: {kind} {name} restarted with its new keys");
+            self.restarted.push(what);
+        }
+    }
+
     /// Whether anything was applied.
     pub fn applied(&self) -> bool {
         self.result != "refused"
@@ -380,16 +393,7 @@ impl Components {
             let added = add_sinks.contains(name);
             let sink = &new.sinks[name];
             match self.start_sink(name, sink).await {
-                Ok(()) => {
-                    let what = format!("sinks.{name}");
-                    if added {
-                        tracing::info!(sink = %name, "reload: sink {name} added");
-                        report.added.push(what);
-                    } else {
-                        tracing::info!(sink = %name, "reload: sink {name} restarted with its new keys");
-                        report.restarted.push(what);
-                    }
-                }
+                Ok(()) => report.started("sink", name, added),
                 Err(e) => {
                     report.errors.push(format!("sinks.{name}: {e:#}"));
                     match old.sinks.get(name) {
@@ -423,14 +427,7 @@ impl Components {
                 Ok(c) => {
                     let running = self.pipeline.start_source(name, source, c);
                     self.sources.insert(name.clone(), running);
-                    let what = format!("sources.{name}");
-                    if added {
-                        tracing::info!(source = %name, "reload: source {name} added");
-                        report.added.push(what);
-                    } else {
-                        tracing::info!(source = %name, "reload: source {name} restarted with its new keys");
-                        report.restarted.push(what);
-                    }
+                    report.started("source", name, added);
                 }
                 Err(e) => {
                     report.errors.push(format!("sources.{name}: {e:#}"));
