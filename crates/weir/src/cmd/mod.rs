@@ -20,9 +20,18 @@ pub mod wal;
 
 use clap::{Parser, Subcommand};
 
+/// What `weir --version` prints after the name: the package version and the git commit
+/// it was built from (`unknown` for a build outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("WEIR_GIT_COMMIT"),
+    ")"
+);
+
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
-#[command(name = "weir", version, about)]
+#[command(name = "weir", version = VERSION, about)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -44,6 +44,7 @@
 pub mod fds;
 pub mod live;
 pub mod malloc;
+pub mod notify;
 pub mod status;
 pub mod wal;
 
@@ -101,8 +102,10 @@ pub async fn run(config: Config, log: Option<LogHandle>) -> anyhow::Result<()> {
         config.runtime.status_addr,
         started.elapsed()
     );
+    notify::ready();
     let live_line = if running.live.is_some() { log } else { None };
     wait(&mut signals, live_line).await;
+    notify::stopping();
     drain(&config, running).await;
     Ok(())
 }
@@ -124,6 +127,11 @@ pub async fn check(config: &Config) -> anyhow::Result<Checked> {
     let mut sources = BTreeMap::new();
     for (name, source) in &config.sources {
         sources.insert(name.clone(), source.kind.check(name).await?);
+    }
+    // Each sink with `healthcheck = true` reaches its destination (credentials, the
+    // bucket, the stream, a connection), each within its `healthcheck_timeout`.
+    for (name, sink) in config.sinks.iter().filter(|(_, sink)| sink.healthcheck) {
+        sink.healthcheck(name).await?;
     }
     let status_listener = TcpListener::bind(config.runtime.status_addr)
         .await

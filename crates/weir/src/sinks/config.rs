@@ -1,6 +1,7 @@
 //! The keys every sink has: `inputs`, the filter (`where`, `on_filter_error`),
 //! retention (`required`, `max_lag`, `start_from`), the WAL reads and the driver
-//! channel, `retry`. The sink type's own keys
+//! channel, `retry`, the startup check (`healthcheck`, `healthcheck_timeout`). The sink
+//! type's own keys
 //! are in its folder's `config.rs`.
 
 use std::num::NonZeroU32;
@@ -37,6 +38,11 @@ pub struct SinkConfig {
     pub channel_batches: NonZeroU32,
     /// `retry`: backoff between retries of a failed write.
     pub retry: Retry,
+    /// `healthcheck`: whether `weir run` checks the destination before it opens the
+    /// WAL ([`SinkConfig::healthcheck`](crate::sinks::SinkConfig::healthcheck)).
+    pub healthcheck: bool,
+    /// `healthcheck_timeout`: how long that check may take.
+    pub healthcheck_timeout: Duration,
     /// The sink type and its own keys.
     #[serde(flatten)]
     pub kind: SinkKind,
@@ -116,6 +122,18 @@ impl SinkConfig {
             )
             .or(NonZeroU32::new(2).expect("2 > 0"));
         let retry = parse_retry(&mut s);
+        let healthcheck = s
+            .key(
+                "healthcheck",
+                "Before it opens the WAL, `weir run` checks that the destination is reachable: `object_store` resolves its credentials and writes and deletes `_weir_healthcheck` under its prefix, `http` connects (and makes its TLS handshake), `nats` finds its stream; a failure exits naming the key. false: start anyway (the sink shows `failed` with the reason until it succeeds). Sinks that write local files have nothing to check.",
+            )
+            .or(true);
+        let healthcheck_timeout = s
+            .key(
+                "healthcheck_timeout",
+                "How long the startup check may take before it fails.",
+            )
+            .or(Duration::secs(10));
         // Unknown keys are reported only when the type is known: otherwise every key
         // of the type would look unknown.
         let type_name = type_name?;
@@ -137,6 +155,8 @@ impl SinkConfig {
             read_batch_bytes,
             channel_batches,
             retry,
+            healthcheck,
+            healthcheck_timeout,
             kind: kind?,
         })
     }

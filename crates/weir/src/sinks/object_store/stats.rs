@@ -2,8 +2,8 @@
 //! made from them: objects, parts and bytes stored, retries, aborted uploads, and the
 //! bytes held (encoder and uploads) against their bounds.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
@@ -38,6 +38,32 @@ pub struct ObjectStoreStats {
     pub in_flight: AtomicU64,
     /// Bytes the open object's encoder holds.
     pub encoder_bytes: AtomicU64,
+    /// Why requests are failing: the last failed attempt's error, until an attempt
+    /// succeeds (the sink shows `failed` with it meanwhile).
+    failing: Mutex<Option<String>>,
+}
+
+impl ObjectStoreStats {
+    /// A request failed with `reason`.
+    pub(super) fn attempt_failed(&self, reason: String) {
+        *self.failing.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    }
+
+    /// A request succeeded: the store works again.
+    pub(super) fn attempt_succeeded(&self) {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
+    /// The last failed attempt's error, while no attempt has succeeded since.
+    pub(super) fn failing(&self) -> Option<String> {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// One more request in flight while it lives (a CreateMultipartUpload, made outside
