@@ -22,6 +22,10 @@ impl HttpSinkConfig {
     ///
     /// The name does not resolve, no address accepts a connection, or the TLS
     /// handshake fails (an untrusted certificate names `ca_file`), naming `url`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the connection is dropped with the future.
     pub(super) async fn reach(&self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         let waited = || {

@@ -21,6 +21,10 @@ impl NatsSinkConfig {
     ///
     /// A credential that cannot be read, a server that cannot be reached, or no stream
     /// for the subject, naming the key to fix.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the connection is dropped with the future; nothing is created.
     pub(super) async fn find_stream(&self, name: &str, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         let waited = || {

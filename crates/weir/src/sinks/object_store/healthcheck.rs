@@ -46,6 +46,11 @@ impl ObjectStoreConfig {
     ///
     /// What failed: the credentials (with every source tried), the bucket (missing,
     /// or refusing the credentials), or the store (unreachable), naming `url`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a probe object a cancelled check left is empty, and the next
+    /// check deletes it.
     pub(super) async fn healthcheck_store(
         &self,
         name: &str,

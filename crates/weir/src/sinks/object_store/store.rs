@@ -193,6 +193,10 @@ impl Store {
     /// # Errors
     ///
     /// The credential source's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads (the provider caches what it fetched).
     pub async fn resolve_aws_credentials(&self) -> Option<Result<(), String>> {
         let provider = self.aws_credentials.as_ref()?;
         Some(
@@ -207,6 +211,10 @@ impl Store {
     /// `e`, or, when it is S3's and its credentials cannot be resolved, why not: every
     /// source of the chain tried ([`AwsChain::no_credentials`]), so that the metadata
     /// service's error is never all an operator sees.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Store::resolve_aws_credentials`].
     pub async fn explain(&self, e: StoreError) -> StoreError {
         if e.permanent {
             // An answer from the store (404, 403): the request was signed.
