@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite. Installs what the tests need when it is missing, builds once,
-# runs every test. Long soak/fuzz runs only with WEIR_SOAK=1.
+# runs every test. Long soak/fuzz runs only with WEIR_SOAK=1; the Debian package's
+# test (a release build, dpkg -i, checks, dpkg --purge) only with WEIR_PACKAGE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,6 +98,10 @@ command -v tmux >/dev/null 2>&1 || apt_install tmux
 # its short versions.
 soak="${WEIR_SOAK:-}"
 unset WEIR_SOAK
+# WEIR_PACKAGE=1 adds the package test (scripts/test-package.sh): a release build takes
+# many minutes on 2 cores, so it is not part of every run.
+package="${WEIR_PACKAGE:-}"
+unset WEIR_PACKAGE
 
 # --cargo-test runs the tests with `cargo test` (tests sharing one process) instead of
 # nextest (a process each): the suite must pass both ways.
@@ -123,4 +128,9 @@ LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
 if [ "$soak" = 1 ]; then
   log "soak (WEIR_SOAK=1)"
   scripts/soak.sh
+fi
+
+if [ "$package" = 1 ]; then
+  log "Debian package (WEIR_PACKAGE=1)"
+  scripts/test-package.sh
 fi

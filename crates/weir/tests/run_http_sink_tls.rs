@@ -68,11 +68,42 @@ fn https_with_a_ca_file_delivers_every_record_over_http2() {
 }
 
 #[test]
+fn a_certificate_the_ca_file_did_not_sign_stops_weir_run_at_startup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, crt, key) = certificates(tmp.path(), "other");
+    let target = Target::start_tls(&crt, &key);
+    let path = write_config(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            free_addr(),
+            &target.url(),
+            &generator(1_000, Some(500)),
+            &sink_keys(&ca),
+        ),
+    );
+    let (code, stderr) = run_to_exit(&path, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("sinks.out: startup check failed")
+            && stderr.contains("TLS handshake with 127.0.0.1")
+            && stderr.contains("not trusted: set ca_file"),
+        "{stderr}"
+    );
+    assert!(target.shared.events().is_empty(), "no request was sent");
+    assert!(
+        !tmp.path().join("data/wal").exists(),
+        "the WAL was not opened"
+    );
+}
+
+#[test]
 fn a_certificate_the_ca_file_did_not_sign_fails_the_sink_and_sends_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let (ca, crt, key) = certificates(tmp.path(), "other");
     let target = Target::start_tls(&crt, &key);
     let status = free_addr();
+    // Without the startup check, the sink starts and shows the refusal.
     let path = write_config(
         tmp.path(),
         &config(
@@ -80,7 +111,7 @@ fn a_certificate_the_ca_file_did_not_sign_fails_the_sink_and_sends_nothing() {
             status,
             &target.url(),
             &generator(1_000, Some(500)),
-            &sink_keys(&ca),
+            &format!("{}healthcheck = false\n", sink_keys(&ca)),
         ),
     );
     let daemon = Daemon::start(tmp.path(), &path, status, &[]);

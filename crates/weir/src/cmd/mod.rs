@@ -23,10 +23,18 @@ pub mod wal;
 use clap::{Parser, Subcommand};
 
 use crate::logging::LogFormat;
+/// What `weir --version` prints after the name: the package version and the git commit
+/// it was built from (`unknown` for a build outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("WEIR_GIT_COMMIT"),
+    ")"
+);
 
 /// weir: a backpressure-aware ingest pipeline.
 #[derive(Debug, Parser)]
-#[command(name = "weir", version, about)]
+#[command(name = "weir", version = VERSION, about)]
 pub struct Cli {
     /// How `weir run` writes its logs to stderr: `text`, or `json` (one object a line,
     /// with ts, level, target, component and message). Default: $WEIR_LOG_FORMAT, else

@@ -113,7 +113,7 @@ pub async fn run<S: Sink>(
     sink.resume_at(reader.position());
     let wire = sink.takes_wire();
     stats.channel.clear();
-    stats.component.set_state(State::Running);
+    set_running(&sink, &stats);
     let (tx, rx) = mpsc::channel(config.channel_batches.max(1));
     let (ack_tx, ack_rx) = watch::channel(reader.committed());
     let mut writer = tokio::spawn(write_loop(
@@ -375,7 +375,7 @@ async fn write_loop<S: Sink>(
             }
             settled = sink.settled() => match settled {
                 Ok(durable) => {
-                    stats.component.set_state(State::Running);
+                    set_running(&sink, &stats);
                     ack(durable);
                 }
                 Err(e) if e.needs_rewind() => {
@@ -391,7 +391,12 @@ async fn write_loop<S: Sink>(
             },
             _ = tick.tick() => {
                 match sink.tick().await {
-                    Ok(durable) => ack(durable),
+                    Ok(durable) => {
+                        if let Some(reason) = sink.failing() {
+                            stats.component.set_state(State::Failed(reason));
+                        }
+                        ack(durable);
+                    }
                     Err(e) => stats.component.set_state(State::Failed(e.to_string())),
                 }
             }
@@ -433,7 +438,7 @@ async fn write_with_retry<S: Sink>(
         };
         match result {
             Ok(written) => {
-                stats.component.set_state(State::Running);
+                set_running(sink, stats);
                 add(&stats.records, batch.len() as u64 - written.unencodable);
                 add(&stats.bytes, batch.bytes);
                 add(&stats.batches, 1);
@@ -468,6 +473,15 @@ async fn write_with_retry<S: Sink>(
                 delay = (delay * 2).min(config.retry_max);
             }
         }
+    }
+}
+
+/// Shows the sink `running`, unless work it carries on in the background is failing
+/// ([`Sink::failing`]): then `failed` with that reason.
+fn set_running<S: Sink>(sink: &S, stats: &SinkStats) {
+    match sink.failing() {
+        Some(reason) => stats.component.set_state(State::Failed(reason)),
+        None => stats.component.set_state(State::Running),
     }
 }
 

@@ -266,4 +266,12 @@ pub trait Sink: Send + 'static {
     fn resume_at(&mut self, next_offset: u64) {
         let _ = next_offset;
     }
+
+    /// Why the sink is failing although its calls return: work it carries on in the
+    /// background (uploads being retried) keeps failing. `None` once that work
+    /// succeeds again. The driver shows the sink `failed` with this reason meanwhile,
+    /// rather than `running` because a batch was handed over.
+    fn failing(&self) -> Option<String> {
+        None
+    }
 }

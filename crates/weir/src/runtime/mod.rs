@@ -51,6 +51,7 @@ pub mod components;
 pub mod fds;
 pub mod live;
 pub mod malloc;
+pub mod notify;
 pub mod pid;
 pub mod reload;
 pub mod rename;
@@ -121,8 +122,10 @@ pub async fn run(
         config.runtime.status_addr,
         started.elapsed()
     );
+    notify::ready();
     let live_line = if running.live.is_some() { log } else { None };
     wait(&mut signals, &mut running, live_line).await;
+    notify::stopping();
     drain(running).await;
     drop(pid_file);
     Ok(())
@@ -145,6 +148,11 @@ pub async fn check(config: &Config) -> anyhow::Result<Checked> {
     let mut sources = BTreeMap::new();
     for (name, source) in &config.sources {
         sources.insert(name.clone(), source.kind.check(name).await?);
+    }
+    // Each sink with `healthcheck = true` reaches its destination (credentials, the
+    // bucket, the stream, a connection), each within its `healthcheck_timeout`.
+    for (name, sink) in config.sinks.iter().filter(|(_, sink)| sink.healthcheck) {
+        sink.healthcheck(name).await?;
     }
     let status_listener = TcpListener::bind(config.runtime.status_addr)
         .await
@@ -401,7 +409,9 @@ pub async fn wait(signals: &mut Signals, running: &mut Running, live_line: Optio
                 match running.path.clone() {
                     Some(path) => {
                         tracing::info!("SIGHUP: reloading {}", path.display());
+                        notify::reloading();
                         running.components.reload(&path, "SIGHUP").await;
+                        notify::ready();
                     }
                     None => tracing::warn!("SIGHUP: no configuration file to reload"),
                 }
@@ -409,7 +419,9 @@ pub async fn wait(signals: &mut Signals, running: &mut Running, live_line: Optio
             Some(reply) = running.reloads.recv() => {
                 if let Some(path) = running.path.clone() {
                     tracing::info!("POST /reload: reloading {}", path.display());
+                    notify::reloading();
                     let report = running.components.reload(&path, "POST /reload").await;
+                    notify::ready();
                     let _ = reply.send(report);
                 }
             }

@@ -269,6 +269,15 @@ impl Components {
                 }
             }
         }
+        // Added and changed sinks reach their destinations, as at startup.
+        for name in add_sinks.iter().chain(&change_sinks) {
+            let sink = &new.sinks[name];
+            if sink.healthcheck
+                && let Err(e) = sink.healthcheck(name).await
+            {
+                report.errors.push(format!("{e:#}"));
+            }
+        }
         if !report.errors.is_empty() {
             return self.finish(report);
         }

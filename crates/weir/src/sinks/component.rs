@@ -122,4 +122,30 @@ pub trait OpenSink: SinkKeys {
     ///
     /// [`SinkError`] if it cannot be prepared.
     fn open(&self, name: &str, cx: &SinkContext) -> Result<Self::Sink, SinkError>;
+
+    /// The startup check (`healthcheck = true`), made before the WAL is opened: reaches
+    /// the destination the way the running sink will (credentials, a connection, the
+    /// bucket or stream) without writing records. The default checks nothing: a sink
+    /// that writes local files finds its problems when it is opened.
+    ///
+    /// # Errors
+    ///
+    /// What failed, naming the key to fix and the sources of credentials it tried; the
+    /// caller adds `sinks.NAME`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it leaves nothing behind that the next check or the running sink
+    /// would trip over.
+    ///
+    /// It should give up within `timeout` (`healthcheck_timeout`) saying what it was
+    /// waiting for; the caller cancels it a little later.
+    fn healthcheck(
+        &self,
+        name: &str,
+        timeout: std::time::Duration,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        let _ = (name, timeout);
+        std::future::ready(Ok(()))
+    }
 }

@@ -1,6 +1,7 @@
 //! The keys every sink has: `inputs`, the filter (`where`, `on_filter_error`),
 //! retention (`required`, `max_lag`, `start_from`), the WAL reads and the driver
-//! channel, `retry`, `rename_from`. The sink type's own keys
+//! channel, `retry`, `rename_from`, the startup check (`healthcheck`,
+//! `healthcheck_timeout`). The sink type's own keys
 //! are in its folder's `config.rs`.
 
 use std::num::NonZeroU32;
@@ -42,6 +43,11 @@ pub struct SinkConfig {
     /// serialized form when unset, so that configurations without it keep their hash.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rename_from: Option<String>,
+    /// `healthcheck`: whether `weir run` checks the destination before it opens the
+    /// WAL ([`SinkConfig::healthcheck`](crate::sinks::SinkConfig::healthcheck)).
+    pub healthcheck: bool,
+    /// `healthcheck_timeout`: how long that check may take.
+    pub healthcheck_timeout: Duration,
     /// The sink type and its own keys.
     #[serde(flatten)]
     pub kind: SinkKind,
@@ -122,6 +128,18 @@ impl SinkConfig {
             .or(NonZeroU32::new(2).expect("2 > 0"));
         let retry = parse_retry(&mut s);
         let rename_from = parse_rename_from(&mut s);
+        let healthcheck = s
+            .key(
+                "healthcheck",
+                "Before it opens the WAL, `weir run` checks that the destination is reachable: `object_store` resolves its credentials and writes and deletes `_weir_healthcheck` under its prefix, `http` connects (and makes its TLS handshake), `nats` finds its stream; a failure exits naming the key. false: start anyway (the sink shows `failed` with the reason until it succeeds). Sinks that write local files have nothing to check.",
+            )
+            .or(true);
+        let healthcheck_timeout = s
+            .key(
+                "healthcheck_timeout",
+                "How long the startup check may take before it fails.",
+            )
+            .or(Duration::secs(10));
         // Unknown keys are reported only when the type is known: otherwise every key
         // of the type would look unknown.
         let type_name = type_name?;
@@ -144,6 +162,8 @@ impl SinkConfig {
             channel_batches,
             retry,
             rename_from,
+            healthcheck,
+            healthcheck_timeout,
             kind: kind?,
         })
     }

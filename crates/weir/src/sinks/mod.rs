@@ -23,6 +23,7 @@ pub mod blackhole;
 mod component;
 mod config;
 pub mod file;
+mod healthcheck;
 pub mod http;
 pub mod lines;
 pub mod nats;
@@ -130,6 +131,20 @@ macro_rules! registry {
             pub fn open(&self, name: &str, cx: &SinkContext) -> Result<Sink, SinkError> {
                 Ok(match self { $(SinkKind::$variant(c) => Sink::$variant(c.open(name, cx)?),)+ })
             }
+
+            /// The startup check of the sink `name` ([`OpenSink::healthcheck`]), which
+            /// gives up within about `timeout`.
+            ///
+            /// # Errors
+            ///
+            /// What failed, naming the key to fix.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel-safe, as [`OpenSink::healthcheck`].
+            pub async fn healthcheck(&self, name: &str, timeout: std::time::Duration) -> Result<(), String> {
+                match self { $(SinkKind::$variant(c) => c.healthcheck(name, timeout).await,)+ }
+            }
         }
 
         impl Sink {
@@ -166,6 +181,10 @@ macro_rules! registry {
 
             fn resume_at(&mut self, next_offset: u64) {
                 match self { $(Sink::$variant(s) => s.resume_at(next_offset),)+ }
+            }
+
+            fn failing(&self) -> Option<String> {
+                match self { $(Sink::$variant(s) => s.failing(),)+ }
             }
         }
     };

@@ -45,11 +45,15 @@
 //! `retry_budget_floor` (3) per second. When the budget is spent, retries wait for it
 //! (backpressure: the lag grows, the WAL's `on_full` and `max_lag` decide upstream);
 //! nothing transient is dropped.
+//!
+//! **Startup check** (`healthcheck = true`): the host resolves, a connection opens and,
+//! for `https://`, the TLS handshake succeeds (`healthcheck.rs`); no request is sent.
 
 mod body;
 mod config;
 mod core;
 mod deliver;
+mod healthcheck;
 mod service;
 mod shell;
 mod stats;

@@ -77,6 +77,14 @@ impl std::fmt::Debug for HttpSink {
 impl OpenSink for HttpSinkConfig {
     type Sink = HttpSink;
 
+    fn healthcheck(
+        &self,
+        _name: &str,
+        timeout: std::time::Duration,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.reach(timeout)
+    }
+
     fn open(&self, name: &str, cx: &SinkContext) -> Result<HttpSink, SinkError> {
         let refuse = |key: &str, message: String| SinkError::Permanent(format!("{key}: {message}"));
         let uri: hyper::Uri = self.url.parse().map_err(|e| {

@@ -74,6 +74,47 @@ impl SubjectTemplate {
     }
 }
 
+impl SubjectTemplate {
+    /// Every subject the template can render, as one subject filter: its literal
+    /// tokens, then `>` from the first token that holds a placeholder (a key can become
+    /// several tokens). `weir.{key}` gives `weir.>`.
+    pub fn filter(&self) -> String {
+        let mut tokens = Vec::new();
+        let mut token = String::new();
+        for p in &self.parts {
+            let Part::Literal(l) = p else {
+                tokens.push(">".to_owned());
+                return tokens.join(".");
+            };
+            for c in l.chars() {
+                if c == '.' {
+                    tokens.push(std::mem::take(&mut token));
+                } else {
+                    token.push(c);
+                }
+            }
+        }
+        tokens.push(token);
+        tokens.join(".")
+    }
+}
+
+/// Whether some subject matches both filters `a` and `b` (`*` is one token, `>` one or
+/// more at the end): a stream whose subjects collide with a sink's filter takes some of
+/// its publishes.
+pub fn subjects_collide(a: &str, b: &str) -> bool {
+    let mut a = a.split('.');
+    let mut b = b.split('.');
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) | (Some(">"), Some(_)) | (Some(_), Some(">")) => return true,
+            (None, Some(_)) | (Some(_), None) => return false,
+            (Some(x), Some(y)) if x != y && x != "*" && y != "*" => return false,
+            (Some(_), Some(_)) => {}
+        }
+    }
+}
+
 /// Appends `text` as subject text: `/` becomes `.`, wildcards, whitespace and `%`
 /// are percent-escaped.
 fn push_token_text(text: &str, out: &mut String) {
@@ -142,6 +183,39 @@ pub fn msg_id(wal_id: &str, sink: &str, offset: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_template_filter_keeps_literal_tokens_and_ends_at_the_first_placeholder() {
+        let filter = |t: &str| SubjectTemplate::parse(t).unwrap().filter();
+        assert_eq!(filter("weir.{key}"), "weir.>");
+        assert_eq!(filter("weir.{source}.raw"), "weir.>");
+        assert_eq!(filter("a.b{key}.c"), "a.>");
+        assert_eq!(filter("{key}"), ">");
+        assert_eq!(filter("events.all"), "events.all");
+    }
+
+    #[test]
+    fn subjects_collide_when_one_subject_can_match_both() {
+        for (a, b) in [
+            ("weir.>", "weir.>"),
+            ("weir.>", "weir.sensors.>"),
+            ("weir.*.x", "weir.y.*"),
+            ("events.all", "events.*"),
+            (">", "a.b"),
+        ] {
+            assert!(subjects_collide(a, b), "{a} {b}");
+            assert!(subjects_collide(b, a), "{b} {a}");
+        }
+        for (a, b) in [
+            ("weir.>", "other.>"),
+            ("weir.>", "weir"),
+            ("weir.*", "weir.a.b"),
+            ("events.all", "events.some"),
+        ] {
+            assert!(!subjects_collide(a, b), "{a} {b}");
+            assert!(!subjects_collide(b, a), "{b} {a}");
+        }
+    }
 
     fn render(t: &str, key: &str) -> String {
         let mut out = String::new();

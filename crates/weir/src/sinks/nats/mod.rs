@@ -17,12 +17,16 @@
 //! batch with backoff. When the connection comes back after it was lost, every record
 //! still awaiting its PubAck is published again at once (not counted as a retry), and
 //! the client tries to reconnect at least once per `ack_timeout` (at most every 4 s).
+//!
+//! Its startup check (`healthcheck = true`) connects and finds the stream its
+//! publishes land in (`healthcheck.rs`).
 
 mod config;
 mod core;
+mod healthcheck;
 mod shell;
 mod window;
 
 pub use self::config::NatsSinkConfig;
-pub use self::core::{SubjectTemplate, header_name, header_value, msg_id};
+pub use self::core::{SubjectTemplate, header_name, header_value, msg_id, subjects_collide};
 pub use self::shell::{NatsSink, NatsSinkStats, NatsSinkStatus};

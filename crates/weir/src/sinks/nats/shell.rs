@@ -108,6 +108,14 @@ impl std::fmt::Debug for NatsSink {
 impl OpenSink for NatsSinkConfig {
     type Sink = NatsSink;
 
+    fn healthcheck(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.find_stream(name, timeout)
+    }
+
     fn open(&self, name: &str, cx: &SinkContext) -> Result<NatsSink, SinkError> {
         let template = SubjectTemplate::parse(&self.subject)
             .map_err(|e| SinkError::Permanent(format!("subject: {e}")))?;
@@ -172,28 +180,7 @@ impl NatsSink {
     /// back after it was lost.
     async fn options(&self, reconnected: watch::Sender<u64>) -> Result<ConnectOptions, String> {
         let c = &self.config;
-        let mut o = match &c.creds_file {
-            Some(p) => ConnectOptions::with_credentials_file(p)
-                .await
-                .map_err(|e| format!("creds_file: cannot read {}: {e}", p.display()))?,
-            None => ConnectOptions::new(),
-        };
-        if let Some(var) = &c.token_env {
-            o = o.token(std::env::var(var).map_err(|_| format!("token_env: {var} is not set"))?);
-        }
-        if let Some(p) = &c.nkey_seed_file {
-            let seed = std::fs::read_to_string(p)
-                .map_err(|e| format!("nkey_seed_file: cannot read {}: {e}", p.display()))?;
-            o = o.nkey(seed.trim().to_owned());
-        } else if let Some(var) = &c.nkey_seed_env {
-            o = o.nkey(std::env::var(var).map_err(|_| format!("nkey_seed_env: {var} is not set"))?);
-        }
-        if c.url.iter().all(|u| u.starts_with("tls://")) {
-            o = o.require_tls(true);
-            if let Some(ca) = &c.ca_file {
-                o = o.add_root_certificates(ca.clone());
-            }
-        }
+        let o = credentials(c).await?;
         let lost = Arc::new(AtomicBool::new(false));
         let reconnected = Arc::new(reconnected);
         let ack_timeout = c.ack_timeout.get();
@@ -441,4 +428,36 @@ impl Sink for NatsSink {
             buffered_bytes: 0,
         })
     }
+}
+
+/// The connect options of `c`'s credentials (`creds_file`, `token_env`, `nkey_seed_*`)
+/// and TLS (`tls://` with `ca_file`): what the running sink and its startup check share.
+///
+/// # Errors
+///
+/// A credential file or variable that cannot be read, naming its key.
+pub(super) async fn credentials(c: &NatsSinkConfig) -> Result<ConnectOptions, String> {
+    let mut o = match &c.creds_file {
+        Some(p) => ConnectOptions::with_credentials_file(p)
+            .await
+            .map_err(|e| format!("creds_file: cannot read {}: {e}", p.display()))?,
+        None => ConnectOptions::new(),
+    };
+    if let Some(var) = &c.token_env {
+        o = o.token(std::env::var(var).map_err(|_| format!("token_env: {var} is not set"))?);
+    }
+    if let Some(p) = &c.nkey_seed_file {
+        let seed = std::fs::read_to_string(p)
+            .map_err(|e| format!("nkey_seed_file: cannot read {}: {e}", p.display()))?;
+        o = o.nkey(seed.trim().to_owned());
+    } else if let Some(var) = &c.nkey_seed_env {
+        o = o.nkey(std::env::var(var).map_err(|_| format!("nkey_seed_env: {var} is not set"))?);
+    }
+    if c.url.iter().all(|u| u.starts_with("tls://")) {
+        o = o.require_tls(true);
+        if let Some(ca) = &c.ca_file {
+            o = o.add_root_certificates(ca.clone());
+        }
+    }
+    Ok(o)
 }

@@ -10,6 +10,8 @@
 //!   refusal to replay a recorded object under a config that would write it otherwise.
 //! - `encode`: the open object's encoder (the Parquet sink's, or NDJSON).
 //! - `store`: the stores, with the `object_store` crate's own retries off.
+//! - `healthcheck`: the startup check, a probe PUT and DELETE of `_weir_healthcheck`;
+//!   `credentials`: S3's credential chain, named in its failures.
 //! - `shell`: the running sink ([`ObjectStoreSink`]): opening, the cursor's marks,
 //!   failures and the [`Sink`](crate::pipeline::Sink) calls.
 //! - `object`: the open object, from its first record to its close.
@@ -18,7 +20,9 @@
 //! - `stats`: the counters ([`ObjectStoreStats`]) and the `/status` details.
 
 mod config;
+mod credentials;
 mod encode;
+mod healthcheck;
 mod journal;
 mod naming;
 mod object;
@@ -33,6 +37,8 @@ mod upload;
 mod tests;
 
 pub use self::config::{Format, Location, NdjsonCompression, ObjectStoreConfig};
+pub use self::credentials::{AwsChain, AwsSource};
+pub use self::healthcheck::PROBE;
 pub use self::journal::JOURNAL_FILE;
 pub use self::shell::ObjectStoreSink;
 pub use self::stats::ObjectStoreStats;

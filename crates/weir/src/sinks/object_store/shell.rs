@@ -123,6 +123,14 @@ impl OpenSink for ObjectStoreConfig {
     fn open(&self, name: &str, cx: &SinkContext) -> Result<ObjectStoreSink, SinkError> {
         ObjectStoreSink::open(name, self, cx)
     }
+
+    fn healthcheck(
+        &self,
+        name: &str,
+        timeout: std::time::Duration,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        self.healthcheck_store(name, timeout)
+    }
 }
 
 impl ObjectStoreSink {
@@ -395,5 +403,14 @@ impl Sink for ObjectStoreSink {
 
     fn resume_at(&mut self, next_offset: u64) {
         self.reset(next_offset);
+    }
+
+    /// Uploads are retried in the background while `write` goes on encoding: from
+    /// their first failed attempt until one succeeds, the sink shows `failed` with the
+    /// store's answer (and, for S3 without credentials, every source tried).
+    fn failing(&self) -> Option<String> {
+        self.stats
+            .failing()
+            .map(|reason| format!("object store sink {}: {reason}", self.name))
     }
 }

@@ -2,8 +2,8 @@
 //! made from them: objects, parts and bytes stored, retries, aborted uploads, objects
 //! closed by reason, and the bytes held (encoder and uploads) against their bounds.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
@@ -41,6 +41,9 @@ pub struct ObjectStoreStats {
     pub encoder_bytes: AtomicU64,
     /// Objects closed, by reason (`closes` in `/status`).
     pub closes: ObjectCloses,
+    /// Why requests are failing: the last failed attempt's error, until an attempt
+    /// succeeds (the sink shows `failed` with it meanwhile).
+    failing: Mutex<Option<String>>,
 }
 
 /// The reasons an object closes for: `rotate` (bytes, age, the WAL it pins), the end an
@@ -60,6 +63,29 @@ pub struct ObjectCloses(pub Closes);
 impl Default for ObjectCloses {
     fn default() -> Self {
         Self(Closes::new(OBJECT_CLOSES))
+    }
+}
+
+impl ObjectStoreStats {
+    /// A request failed with `reason`.
+    pub(super) fn attempt_failed(&self, reason: String) {
+        *self.failing.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    }
+
+    /// A request succeeded: the store works again.
+    pub(super) fn attempt_succeeded(&self) {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
+    /// The last failed attempt's error, while no attempt has succeeded since.
+    pub(super) fn failing(&self) -> Option<String> {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

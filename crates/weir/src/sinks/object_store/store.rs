@@ -19,6 +19,7 @@ use object_store::{
 };
 
 use super::config::{Location, ObjectStoreConfig};
+use super::credentials::AwsChain;
 
 /// A failed store operation.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -65,6 +66,8 @@ pub type Metadata = Vec<(&'static str, String)>;
 #[derive(Debug, Clone)]
 pub struct Store {
     kind: Kind,
+    /// S3's credential provider, resolved by the startup check on its own.
+    aws_credentials: Option<object_store::aws::AwsCredentialProvider>,
 }
 
 #[derive(Clone)]
@@ -114,6 +117,7 @@ impl Store {
                 multipart,
                 azure: false,
             },
+            aws_credentials: None,
         };
         let built = match &config.location {
             Location::S3 { bucket, .. } => {
@@ -122,7 +126,11 @@ impl Store {
                     .with_client_options(client)
                     .with_retry(retry)
                     .with_allow_http(config.allow_http)
-                    .with_virtual_hosted_style_request(!config.path_style);
+                    .with_virtual_hosted_style_request(!config.path_style)
+                    // The sink deletes one object only (the startup check's probe): a
+                    // plain DELETE, answered 404 NoSuchBucket by every server when the
+                    // bucket is missing, unlike a bulk DeleteObjects.
+                    .with_disable_bulk_delete(true);
                 if let Some(endpoint) = &config.endpoint {
                     b = b.with_endpoint(endpoint);
                 }
@@ -130,7 +138,10 @@ impl Store {
                     b = b.with_region(region);
                 }
                 let s = Arc::new(b.build().map_err(|e| format!("S3 client: {e}"))?);
-                remote(s.clone(), s)
+                Store {
+                    aws_credentials: Some(Arc::clone(s.credentials())),
+                    ..remote(s.clone(), s)
+                }
             }
             Location::Gcs { bucket, .. } => {
                 let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
@@ -158,6 +169,7 @@ impl Store {
                         multipart: s,
                         azure: true,
                     },
+                    aws_credentials: None,
                 }
             }
             Location::Memory { .. } => {
@@ -169,9 +181,52 @@ impl Store {
                     dir: dir.clone(),
                     part_size: config.part_size.bytes(),
                 })),
+                aws_credentials: None,
             },
         };
         Ok(built)
+    }
+
+    /// S3's credentials, resolved (fetched from the source the environment sets up, or
+    /// taken from its cache); `None` for the other stores.
+    ///
+    /// # Errors
+    ///
+    /// The credential source's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads (the provider caches what it fetched).
+    pub async fn resolve_aws_credentials(&self) -> Option<Result<(), String>> {
+        let provider = self.aws_credentials.as_ref()?;
+        Some(
+            provider
+                .get_credential()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        )
+    }
+
+    /// `e`, or, when it is S3's and its credentials cannot be resolved, why not: every
+    /// source of the chain tried ([`AwsChain::no_credentials`]), so that the metadata
+    /// service's error is never all an operator sees.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Store::resolve_aws_credentials`].
+    pub async fn explain(&self, e: StoreError) -> StoreError {
+        if e.permanent {
+            // An answer from the store (404, 403): the request was signed.
+            return e;
+        }
+        match self.resolve_aws_credentials().await {
+            Some(Err(cause)) => StoreError {
+                permanent: false,
+                message: AwsChain::from_env().no_credentials(&cause),
+            },
+            _ => e,
+        }
     }
 
     /// The object store itself, for reading back (tests, `memory://`).

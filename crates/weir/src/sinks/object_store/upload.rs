@@ -112,10 +112,13 @@ impl ObjectStoreSink {
         let attempts = policy.max_attempts.get();
         let stats = Arc::clone(&self.stats);
         let name = self.name.clone();
+        let store = self.store.clone();
         async move {
             let mut attempt = 1;
             loop {
-                match f().await {
+                let result = f().await;
+                let result = attempted(&store, &stats, result).await;
+                match result {
                     Ok(value) => return Ok(value),
                     Err(e) if e.permanent || attempt >= attempts => return Err(e),
                     Err(e) => {
@@ -175,7 +178,33 @@ pub(super) fn new_stage(
         .retry_if(|e: &StoreError| !e.permanent)
 }
 
+/// Records an attempt's outcome for [`ObjectStoreStats::failing`]; a failure of S3
+/// whose credentials cannot be resolved says so, naming every source tried
+/// ([`Store::explain`]).
+async fn attempted<T>(
+    store: &Store,
+    stats: &ObjectStoreStats,
+    result: Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match result {
+        Ok(value) => {
+            stats.attempt_succeeded();
+            Ok(value)
+        }
+        Err(e) => {
+            let e = store.explain(e).await;
+            stats.attempt_failed(e.message.clone());
+            Err(e)
+        }
+    }
+}
+
 async fn run_op(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done, StoreError> {
+    let result = attempt(store, stats, op).await;
+    attempted(store, stats, result).await
+}
+
+async fn attempt(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done, StoreError> {
     match op {
         Op::Put {
             key,
