@@ -381,11 +381,29 @@ fn a_broken_file_leaves_the_old_config_running() {
         "{stdout}"
     );
 
+    // An added sink whose destination cannot be reached: its startup check refuses the
+    // reload, as it would refuse a start.
+    let closed = free_addr();
+    write_config(
+        tmp.path(),
+        &generator_config(
+            tmp.path(),
+            status,
+            &format!(
+                "[sinks.remote]\ntype = \"http\"\ninputs = [\"gen\"]\nurl = \"http://{closed}/ingest\"\n"
+            ),
+        ),
+    );
+    let (code, stdout, stderr) = weir(&["reload", path.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("reload refused"), "{stdout}");
+    assert!(stdout.contains("sinks.remote"), "{stdout}");
+
     // Still running the old configuration.
     let after = daemon.status();
     assert_eq!(after["config"]["hash"], hash);
     assert_eq!(
-        after["config"]["reloads_refused"], 2,
+        after["config"]["reloads_refused"], 3,
         "{:#}",
         after["config"]
     );

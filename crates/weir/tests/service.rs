@@ -115,6 +115,15 @@ fn weir_run_says_ready_once_every_component_runs_and_stopping_when_it_drains() {
     let (code, _, _) = post(http, "/ingest", &[], b"{\"n\":1}\n").unwrap();
     assert_eq!(code, 200);
 
+    // A reload (SIGHUP, the same file): RELOADING=1 with the time, then READY=1.
+    daemon.signal("HUP");
+    let reloading = next_message(&socket);
+    assert!(
+        reloading.starts_with("RELOADING=1\n") && reloading.contains("MONOTONIC_USEC="),
+        "{reloading:?}"
+    );
+    assert_eq!(next_message(&socket), "READY=1\n");
+
     // SIGTERM; the datagram waits in the socket's queue.
     assert_eq!(daemon.stop(), Some(0));
     assert_eq!(next_message(&socket), "STOPPING=1\n");
