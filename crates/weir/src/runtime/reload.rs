@@ -155,10 +155,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The daemon-wide keys that differ between `old` and `new` and cannot change live,
-/// as errors naming each.
-pub fn fixed_key_changes(old: &Config, new: &Config) -> Vec<String> {
-    let mut errors = Vec::new();
+/// The daemon-wide keys that differ between `old` and `new`: those that cannot change
+/// live, as errors naming each, and those of [`LIVE_KEYS`] (`wal.max_disk`, …).
+pub fn daemon_key_changes(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
+    let (mut errors, mut live) = (Vec::new(), Vec::new());
     let sections = [
         (
             "runtime",
@@ -183,7 +183,12 @@ pub fn fixed_key_changes(old: &Config, new: &Config) -> Vec<String> {
         for (key, before) in &old {
             let after = new.get(key).unwrap_or(&Value::Null);
             let dotted = format!("{section}.{key}");
-            if before != after && !LIVE_KEYS.contains(&dotted.as_str()) {
+            if before == after {
+                continue;
+            }
+            if LIVE_KEYS.contains(&dotted.as_str()) {
+                live.push(dotted);
+            } else {
                 errors.push(format!(
                     "{dotted}: cannot change while weir runs ({before} → {after}); restart \
                      weir to apply it, or put the old value back to reload the rest"
@@ -191,7 +196,7 @@ pub fn fixed_key_changes(old: &Config, new: &Config) -> Vec<String> {
             }
         }
     }
-    errors
+    (errors, live)
 }
 
 /// A sink configuration with the keys that apply live set as in `like`: two sinks
@@ -215,7 +220,8 @@ impl Components {
                 return self.finish(report);
             }
         };
-        report.errors = fixed_key_changes(&self.config, &new);
+        let live_keys;
+        (report.errors, live_keys) = daemon_key_changes(&self.config, &new);
         if !report.errors.is_empty() {
             return self.finish(report);
         }
@@ -304,31 +310,14 @@ impl Components {
         // Apply. The budget first: a larger one lets waiting sources in at once.
         let mut effective = new.clone();
         let wal = self.pipeline.wal.clone();
-        if (new.wal.max_disk, new.wal.on_full) != (old.wal.max_disk, old.wal.on_full) {
-            match wal.set_budget(new.wal.max_disk.bytes(), new.wal.on_full) {
-                Ok(()) => {
-                    if new.wal.max_disk != old.wal.max_disk {
-                        report.live.push("wal.max_disk".into());
-                    }
-                    if new.wal.on_full != old.wal.on_full {
-                        report.live.push("wal.on_full".into());
-                    }
-                }
-                Err(e) => {
-                    report.errors.push(format!("wal.max_disk: {e}"));
-                    effective.wal.max_disk = old.wal.max_disk;
-                    effective.wal.on_full = old.wal.on_full;
-                }
-            }
-        }
-        for key in ["shutdown_timeout", "memory_target"] {
-            let changed = match key {
-                "shutdown_timeout" => new.runtime.shutdown_timeout != old.runtime.shutdown_timeout,
-                _ => new.runtime.memory_target != old.runtime.memory_target,
-            };
-            if changed {
-                report.live.push(format!("runtime.{key}"));
-            }
+        report.live = live_keys;
+        if report.live.iter().any(|k| k.starts_with("wal."))
+            && let Err(e) = wal.set_budget(new.wal.max_disk.bytes(), new.wal.on_full)
+        {
+            report.errors.push(format!("wal.max_disk: {e}"));
+            report.live.retain(|k| !k.starts_with("wal."));
+            effective.wal.max_disk = old.wal.max_disk;
+            effective.wal.on_full = old.wal.on_full;
         }
 
         // Stop what goes away or restarts: sources first, so that sinks drain what
