@@ -25,6 +25,7 @@ mod config;
 pub mod file;
 mod healthcheck;
 pub mod http;
+pub mod layout;
 pub mod lines;
 pub mod nats;
 pub mod object_store;

@@ -156,6 +156,9 @@ pub enum CloseReason {
     WalShare,
     /// An object an earlier run recorded ends where it ended then (object store).
     Recorded,
+    /// More partitions had records than `max_open_partitions`: the least recently
+    /// written one was closed early.
+    Partitions,
     /// The sink stopped.
     Shutdown,
 }
@@ -168,6 +171,7 @@ impl CloseReason {
             CloseReason::Age => "age",
             CloseReason::WalShare => "wal_share",
             CloseReason::Recorded => "recorded",
+            CloseReason::Partitions => "partitions",
             CloseReason::Shutdown => "shutdown",
         }
     }
@@ -195,7 +199,7 @@ pub const PINNING_CLOSES: &[CloseReason] = &[
 #[derive(Debug)]
 pub struct Closes {
     reasons: &'static [CloseReason],
-    counts: [AtomicU64; 5],
+    counts: [AtomicU64; 6],
 }
 
 impl Closes {

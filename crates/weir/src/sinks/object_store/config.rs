@@ -8,6 +8,7 @@ use crate::keys::units::string_enum;
 use crate::keys::{Bounds, ByteSize, Duration, Section, times};
 use crate::record::Line;
 use crate::sinks::SinkKeys;
+use crate::sinks::layout::Partitioning;
 use crate::sinks::lines::parse_line;
 use crate::sinks::parquet::{Compression, ParquetEncoding, parse_row_groups};
 use crate::sinks::rotate::{DEFAULT_ROTATE_AGE, Rotate, parse_rotate};
@@ -168,6 +169,9 @@ pub struct ObjectStoreConfig {
     pub schema: Option<SchemaConfig>,
     /// What each line is, when `format = "ndjson"`.
     pub line: Line,
+    /// `layout` and `max_open_partitions`.
+    #[serde(flatten, skip_serializing_if = "Partitioning::is_default")]
+    pub partitioning: Partitioning,
 }
 
 /// S3's and GCS's smallest part (all but the last part of a multipart upload).
@@ -212,6 +216,13 @@ impl SinkKeys for ObjectStoreConfig {
         let (row_group_rows, row_group_bytes) = parse_row_groups(s, parquet);
         let schema = SchemaConfig::parse(s, parquet, "only applies to format = \"parquet\"");
         let line = parse_line(s, !parquet, "only applies to format = \"ndjson\"");
+        let partitioning = Partitioning::parse(
+            s,
+            "dt=YYYY-MM-DD/hour=HH of each object's first record's WAL append time, one object open at a time",
+            schema
+                .as_ref()
+                .and_then(|schema| schema.event_time.as_ref()),
+        );
         // One key whose values depend on `format`: Parquet compresses its columns,
         // NDJSON the whole object.
         let compression = s
@@ -242,8 +253,8 @@ impl SinkKeys for ObjectStoreConfig {
         };
         s.refuse(
             "max_open_files",
-            "the sink writes one object at a time, so that objects never overlap; \
-             upload_concurrency sets the parts and objects uploading at once",
+            "objects open at once are one per partition of the layout, up to \
+             max_open_partitions; upload_concurrency sets the parts and objects uploading at once",
         );
         let endpoint: Option<String> = s
             .key(
@@ -322,6 +333,7 @@ impl SinkKeys for ObjectStoreConfig {
             parquet,
             schema,
             line,
+            partitioning,
             url: url?,
             location: location?,
         })
@@ -329,7 +341,20 @@ impl SinkKeys for ObjectStoreConfig {
 
     fn bounds(&self, bounds: &mut Bounds<'_>) {
         let (bytes, note) = self.encoder_bytes();
-        bounds.add("encoder", Some(1), bytes, note);
+        let open = self.partitioning.max_open();
+        if open > 1 {
+            bounds.add(
+                "encoder",
+                Some(open.into()),
+                times(open, bytes),
+                format!(
+                    "max_open_partitions {open} open objects, each with {}",
+                    note.trim_start_matches("the open object: ")
+                ),
+            );
+        } else {
+            bounds.add("encoder", Some(1), bytes, note);
+        }
         bounds.add(
             "uploads",
             Some(self.upload_concurrency.get().into()),

@@ -6,6 +6,12 @@
 //! - `{"first":F,"key":K,"last":L,"shape":S}` when an object is closed, before its PUT
 //!   or its CompleteMultipartUpload.
 //!
+//! With a `layout`, each line also has `"partition":P`, the folders of the object's
+//! records. An object holds the records of its partition from `first` through `last`:
+//! objects of different partitions interleave in the WAL, and a replay puts each record
+//! back in the object of its partition whose range holds it. Without a layout there is
+//! one partition (no `partition` in the lines) and objects are contiguous ranges.
+//!
 //! `S` is the [`Shape`] of the config that wrote the line: a hash of each key that
 //! shapes the object's bytes or its name. Lines written before it existed have none;
 //! they are taken as written by the current config.
@@ -34,6 +40,8 @@ pub const JOURNAL_FILE: &str = "object_store.journal";
 pub struct Recorded {
     /// Its key.
     pub key: String,
+    /// Its partition (empty without a layout).
+    pub partition: String,
     /// Its multipart upload, if one was started.
     pub upload: Option<String>,
     /// Its last offset, once it was closed.
@@ -47,6 +55,8 @@ pub struct Recorded {
 struct Line {
     first: u64,
     key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    partition: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     upload: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +116,7 @@ impl Journal {
             lines += 1;
             let entry = recorded.entry(line.first).or_default();
             entry.key = line.key;
+            entry.partition = line.partition;
             if line.upload.is_some() {
                 entry.upload = line.upload;
             }
@@ -144,10 +155,17 @@ impl Journal {
     /// # Errors
     ///
     /// The write or the fsync failed.
-    pub fn started(&mut self, first: u64, key: &str, upload: &str) -> Result<(), String> {
+    pub fn started(
+        &mut self,
+        first: u64,
+        partition: &str,
+        key: &str,
+        upload: &str,
+    ) -> Result<(), String> {
         self.append(&Line {
             first,
             key: key.to_owned(),
+            partition: partition.to_owned(),
             upload: Some(upload.to_owned()),
             last: None,
             shape: Some(self.shape.clone()),
@@ -159,10 +177,17 @@ impl Journal {
     /// # Errors
     ///
     /// The write or the fsync failed.
-    pub fn closed(&mut self, first: u64, key: &str, last: u64) -> Result<(), String> {
+    pub fn closed(
+        &mut self,
+        first: u64,
+        partition: &str,
+        key: &str,
+        last: u64,
+    ) -> Result<(), String> {
         self.append(&Line {
             first,
             key: key.to_owned(),
+            partition: partition.to_owned(),
             upload: None,
             last: Some(last),
             shape: Some(self.shape.clone()),
@@ -198,6 +223,7 @@ impl Journal {
             let line = Line {
                 first,
                 key: r.key.clone(),
+                partition: r.partition.clone(),
                 upload: r.upload.clone(),
                 last: r.last,
                 shape: r.shape.clone(),
@@ -260,10 +286,10 @@ mod tests {
         {
             let (mut j, recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
             assert!(recorded.is_empty());
-            j.started(0, "a/0", "up-1").unwrap();
-            j.closed(0, "a/0", 99).unwrap();
-            j.closed(100, "a/100", 150).unwrap();
-            j.started(151, "a/151", "up-2").unwrap();
+            j.started(0, "", "a/0", "up-1").unwrap();
+            j.closed(0, "", "a/0", 99).unwrap();
+            j.closed(100, "p=1", "a/100", 150).unwrap();
+            j.started(151, "", "a/151", "up-2").unwrap();
         }
         let path = dir.path().join(JOURNAL_FILE);
         let mut text = fs::read(&path).unwrap();
@@ -276,16 +302,18 @@ mod tests {
             recorded[&0],
             Recorded {
                 key: "a/0".into(),
+                partition: String::new(),
                 upload: Some("up-1".into()),
                 last: Some(99),
                 shape: Some(Shape::default()),
             }
         );
         assert_eq!(recorded[&100].last, Some(150));
+        assert_eq!(recorded[&100].partition, "p=1");
         assert_eq!(recorded[&100].upload, None);
         assert_eq!(recorded[&151].last, None);
         // The torn line is gone: the next append starts a line of its own.
-        j.closed(151, "a/151", 160).unwrap();
+        j.closed(151, "", "a/151", 160).unwrap();
         let (_, again) = Journal::open(dir.path(), Shape::default()).unwrap();
         assert_eq!(again[&151].last, Some(160));
     }
@@ -294,9 +322,9 @@ mod tests {
     fn compaction_keeps_what_the_cursor_has_not_passed() {
         let dir = tempfile::tempdir().unwrap();
         let (mut j, _) = Journal::open(dir.path(), Shape::default()).unwrap();
-        j.closed(0, "k0", 9).unwrap();
-        j.closed(10, "k10", 19).unwrap();
-        j.started(20, "k20", "up").unwrap();
+        j.closed(0, "", "k0", 9).unwrap();
+        j.closed(10, "", "k10", 19).unwrap();
+        j.started(20, "", "k20", "up").unwrap();
         let (_, mut recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
         j.compact(&mut recorded, 10).unwrap();
         assert_eq!(recorded.keys().copied().collect::<Vec<_>>(), vec![10, 20]);
@@ -316,7 +344,7 @@ mod tests {
         let shape: Shape = serde_json::from_str(r#"{"format":"00000000000000aa"}"#).unwrap();
         let (mut j, recorded) = Journal::open(dir.path(), shape.clone()).unwrap();
         assert_eq!(recorded[&0].shape, None, "a line from before shapes");
-        j.closed(10, "k10", 19).unwrap();
+        j.closed(10, "", "k10", 19).unwrap();
         let (mut j, mut recorded) = Journal::open(dir.path(), Shape::default()).unwrap();
         assert_eq!(recorded[&10].shape.as_ref(), Some(&shape));
         j.compact(&mut recorded, 0).unwrap();

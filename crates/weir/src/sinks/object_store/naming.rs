@@ -1,20 +1,23 @@
-//! Object names: `{prefix}/{sink}/dt=YYYY-MM-DD/hour=HH/{wal_id}-{first:020}.{ext}`.
-//! Sans-IO.
+//! Object names: `{prefix}/{sink}/{folders}/{wal_id}-{first:020}.{ext}`. Sans-IO.
 //!
+//! - `{sink}/` keeps sinks that share a prefix apart (a Parquet sink's own directory,
+//!   written through this engine when it has a `layout`, has none).
+//! - The folders are the [layout](crate::sinks::layout)'s partition of the object's
+//!   records; without a layout, `dt=YYYY-MM-DD/hour=HH` of the object's first record.
 //! - `wal_id` is the WAL's identity, so that names from two weir instances writing to
 //!   one bucket, or from a WAL directory recreated after a disk loss, never collide.
 //! - `first` is the first WAL offset the object covers. An object's end is not in its
 //!   name (a multipart upload needs its key before the object ends): it is in the
-//!   object's metadata and in the next object's `first`, since objects are contiguous.
-//! - The partition is the WAL append time (UTC) of the object's first record, which is
-//!   the same on every replay, unlike the clock at the sink.
+//!   object's metadata (and the sink's journal).
+//! - Times are WAL append times (UTC) or event times from the payload, the same on
+//!   every replay, unlike the clock at the sink.
 
 /// What names the objects of one sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Naming {
     /// The URL's prefix (may be empty).
     pub prefix: String,
-    /// The sink's name.
+    /// The sink's name (empty: no folder of its own).
     pub sink: String,
     /// The WAL's identity.
     pub wal_id: String,
@@ -23,21 +26,24 @@ pub struct Naming {
 }
 
 impl Naming {
-    /// The key of the object whose first WAL offset is `first`, and whose first record
-    /// the WAL appended at `time_ms`.
-    pub fn key(&self, first: u64, time_ms: u64) -> String {
-        let (year, month, day, hour) = civil_hour(time_ms);
+    /// The key of the object in `folders` whose first WAL offset is `first`.
+    pub fn key_in(&self, folders: &str, first: u64) -> String {
         let mut key = String::with_capacity(self.prefix.len() + self.sink.len() + 80);
-        if !self.prefix.is_empty() {
-            key.push_str(&self.prefix);
-            key.push('/');
+        for part in [&self.prefix, &self.sink, folders] {
+            if !part.is_empty() {
+                key.push_str(part);
+                key.push('/');
+            }
         }
-        key.push_str(&format!(
-            "{}/dt={year:04}-{month:02}-{day:02}/hour={hour:02}/{}-{first:020}.{}",
-            self.sink, self.wal_id, self.extension
-        ));
+        key.push_str(&format!("{}-{first:020}.{}", self.wal_id, self.extension));
         key
     }
+}
+
+/// `dt=YYYY-MM-DD/hour=HH` of `time_ms`, the folders of an object without a layout.
+pub fn hour_folders(time_ms: u64) -> String {
+    let (year, month, day, hour) = civil_hour(time_ms);
+    format!("dt={year:04}-{month:02}-{day:02}/hour={hour:02}")
 }
 
 /// The UTC year, month, day and hour of `time_ms` (milliseconds since the Unix epoch),
@@ -62,6 +68,12 @@ fn civil_hour(time_ms: u64) -> (i64, u32, u32, u32) {
 mod tests {
     use super::*;
 
+    impl Naming {
+        fn key(&self, first: u64, time_ms: u64) -> String {
+            self.key_in(&hour_folders(time_ms), first)
+        }
+    }
+
     fn naming(prefix: &str) -> Naming {
         Naming {
             prefix: prefix.into(),
@@ -82,6 +94,22 @@ mod tests {
         assert_eq!(
             naming("").key(0, 0),
             "lake/dt=1970-01-01/hour=00/0123456789abcdef-00000000000000000000.parquet"
+        );
+    }
+
+    #[test]
+    fn layout_folders_go_between_the_sink_and_the_name() {
+        assert_eq!(
+            naming("p").key_in("dt=2026-12-01/device=d1", 7),
+            "p/lake/dt=2026-12-01/device=d1/0123456789abcdef-00000000000000000007.parquet"
+        );
+        let own_directory = Naming {
+            sink: String::new(),
+            ..naming("")
+        };
+        assert_eq!(
+            own_directory.key_in("d=x", 7),
+            "d=x/0123456789abcdef-00000000000000000007.parquet"
         );
     }
 

@@ -1,8 +1,10 @@
-//! The open object: where it starts and ends in the WAL (a boundary an earlier run
-//! recorded, or rotation by size, age or the WAL it pins), its records encoded on a
-//! blocking thread, its full parts sent as they come (the first one starts its multipart
-//! upload, journaled before any part is sent), and its close: its end journaled, then
-//! one PUT, or its remaining parts and the completion.
+//! The open objects: where each starts and ends in the WAL (a boundary an earlier run
+//! recorded, rotation by size, age or the WAL it pins, or too many partitions open),
+//! their records encoded on a blocking thread, their full parts sent as they come (the
+//! first one starts an object's multipart upload, journaled before any part is sent),
+//! and their close: the end journaled, then one PUT, or the remaining parts and the
+//! completion. Which object a record goes to: the one open at the WAL's end without a
+//! layout, the one of its partition with one.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -12,11 +14,13 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::encode::ObjectEncoder;
-use super::shell::{Mark, ObjectStoreSink, abandoned, lock};
+use super::naming::hour_folders;
+use super::shell::{ObjectStoreSink, abandoned, lock};
 use super::stats::InFlight;
 use super::store::Metadata;
 use super::upload::{Op, Upload};
 use crate::pipeline::{SinkBatch, SinkError, Unencodable};
+use crate::record::Record;
 use crate::sinks::rotate::{CloseReason, pins_too_much};
 
 const KEY_FIRST_OFFSET_META: &str = "weir-first-offset";
@@ -29,6 +33,8 @@ const KEY_WAL_ID_META: &str = "weir-wal-id";
 #[derive(Debug)]
 pub(super) struct OpenObject {
     pub(super) first: u64,
+    /// Its partition (`""` without a layout).
+    pub(super) partition: String,
     pub(super) key: String,
     /// Covered through this offset so far (none yet when just opened).
     pub(super) last: Option<u64>,
@@ -39,26 +45,59 @@ pub(super) struct OpenObject {
     /// Parts submitted.
     parts: usize,
     opened: Instant,
+    /// The sink's write count when it last had records.
+    written: u64,
+    /// Bytes its encoder holds.
+    held: u64,
+}
+
+/// The records of a batch one object gets.
+enum Take {
+    /// A run of them.
+    Run(std::ops::Range<usize>),
+    /// These, in order.
+    Each(Vec<usize>),
+}
+
+/// Where a record of a partition goes when no object of that partition is open.
+enum Place {
+    /// Into a stored object (recorded as starting below where the replay began): it
+    /// is there already.
+    Stored,
+    /// Into the recorded object at `first`, cut again at its recorded end.
+    Recorded { first: u64 },
+    /// Into a new object.
+    New,
 }
 
 impl ObjectStoreSink {
-    /// Opens the object that starts at `first` (its key recorded, or named now).
-    fn open_object(&mut self, first: u64, time_ms: u64) -> Result<(), SinkError> {
+    /// Opens the object of `partition` that starts at `first`: the recorded one there
+    /// (its key and boundary), else one named now from `folders`.
+    fn open_object(&mut self, partition: &str, first: u64, folders: &str) -> Result<(), SinkError> {
         let recorded = self.recorded.get(&first);
-        let key = recorded.map_or_else(|| self.naming.key(first, time_ms), |r| r.key.clone());
+        let key = recorded.map_or_else(|| self.naming.key_in(folders, first), |r| r.key.clone());
         let boundary = recorded.and_then(|r| r.last);
         let encoder = ObjectEncoder::new(&self.encoding, self.config.part_size.bytes())
             .map_err(|e| abandoned(&self.name, e))?;
-        self.open = Some(OpenObject {
-            first,
-            key,
-            last: None,
-            boundary,
-            encoder: Some(encoder),
-            upload: None,
-            parts: 0,
-            opened: Instant::now(),
-        });
+        self.open.insert(
+            partition.to_owned(),
+            OpenObject {
+                first,
+                partition: partition.to_owned(),
+                key,
+                last: None,
+                boundary,
+                encoder: Some(encoder),
+                upload: None,
+                parts: 0,
+                opened: Instant::now(),
+                written: self.writes,
+                held: 0,
+            },
+        );
+        self.stats
+            .open_objects
+            .store(self.open.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -76,41 +115,90 @@ impl ObjectStoreSink {
         Arc::new(metadata)
     }
 
-    /// Appends records to the open object on a blocking thread; returns the full parts.
+    /// The bytes the open objects' encoders hold, for `/status`.
+    fn count_held(&self) {
+        let held = self.open.values().map(|o| o.held).sum();
+        self.stats.encoder_bytes.store(held, Ordering::Relaxed);
+        self.stats
+            .open_objects
+            .store(self.open.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Appends records to open objects, each its `Take` of the batch, on one blocking
+    /// thread; then sends the parts that filled.
     async fn encode(
         &mut self,
         batch: &Arc<SinkBatch>,
-        range: std::ops::Range<usize>,
+        takes: Vec<(String, Take)>,
         rejects: &mut Vec<Unencodable>,
-    ) -> Result<Vec<Bytes>, SinkError> {
+    ) -> Result<(), SinkError> {
+        if takes.is_empty() {
+            return Ok(());
+        }
+        let mut work = Vec::with_capacity(takes.len());
+        for (partition, take) in takes {
+            let open = self
+                .open
+                .get_mut(&partition)
+                .expect("records go to an open object");
+            let encoder = open.encoder.take().expect("the encoder is in place");
+            work.push((partition, take, encoder));
+        }
         let batch = Arc::clone(batch);
-        let open = self.open.as_mut().expect("encode runs with an object open");
-        let mut encoder = open.encoder.take().expect("the encoder is in place");
-        let (encoder, result, mut new_rejects) = tokio::task::spawn_blocking(move || {
-            let mut parts = Vec::new();
+        let (done, mut new_rejects) = tokio::task::spawn_blocking(move || {
             let mut rejects = Vec::new();
-            let result = encoder
-                .append(&batch.records[range], &mut parts, &mut rejects)
-                .map(|()| parts);
-            (encoder, result, rejects)
+            let mut done = Vec::with_capacity(work.len());
+            for (partition, take, mut encoder) in work {
+                let mut parts = Vec::new();
+                let result = match take {
+                    Take::Run(range) => {
+                        encoder.append(&batch.records[range], &mut parts, &mut rejects)
+                    }
+                    Take::Each(indices) => {
+                        let records: Vec<Record> =
+                            indices.iter().map(|&i| batch.records[i].clone()).collect();
+                        encoder.append(&records, &mut parts, &mut rejects)
+                    }
+                };
+                let held = encoder.held();
+                done.push((partition, encoder, held, result.map(|()| parts)));
+            }
+            (done, rejects)
         })
         .await
         .map_err(|_| SinkError::Cancelled)?;
         rejects.append(&mut new_rejects);
-        let mut encoder = encoder;
-        self.stats
-            .encoder_bytes
-            .store(encoder.held(), Ordering::Relaxed);
-        self.open.as_mut().expect("still open").encoder = Some(encoder);
-        result.map_err(|e| abandoned(&self.name, e))
+        let mut sends = Vec::with_capacity(done.len());
+        let mut failure = None;
+        for (partition, encoder, held, result) in done {
+            let open = self.open.get_mut(&partition).expect("still open");
+            open.encoder = Some(encoder);
+            open.held = held;
+            match result {
+                Ok(parts) => sends.push((partition, parts)),
+                Err(e) => failure = Some(e),
+            }
+        }
+        self.count_held();
+        if let Some(e) = failure {
+            return Err(abandoned(&self.name, e));
+        }
+        for (partition, parts) in sends {
+            self.send_parts(&partition, parts).await?;
+        }
+        Ok(())
     }
 
-    /// Sends full parts of the open object, starting its multipart upload first.
-    async fn send_parts(&mut self, parts: Vec<Bytes>) -> Result<(), SinkError> {
+    /// Sends full parts of the open object of `partition`, starting its multipart
+    /// upload first.
+    async fn send_parts(&mut self, partition: &str, parts: Vec<Bytes>) -> Result<(), SinkError> {
         if parts.is_empty() {
             return Ok(());
         }
-        let open = self.open.as_ref().expect("parts belong to the open object");
+        let open = self
+            .open
+            .get(partition)
+            .expect("parts belong to an open object");
         let upload = match &open.upload {
             Some(upload) => Arc::clone(upload),
             None => {
@@ -133,11 +221,12 @@ impl ObjectStoreSink {
                             abandoned(&self.name, e)
                         }
                     })?;
-                let (k, i) = (key.clone(), id.clone());
-                self.blocking_journal(move |j| j.started(first, &k, &i))
+                let (p, k, i) = (partition.to_owned(), key.clone(), id.clone());
+                self.blocking_journal(move |j| j.started(first, &p, &k, &i))
                     .await?;
                 let entry = self.recorded.entry(first).or_default();
                 entry.key = key;
+                entry.partition = partition.to_owned();
                 entry.upload = Some(id.clone());
                 entry.shape = Some(lock(&self.journal).shape().clone());
                 let upload = Arc::new(Upload {
@@ -145,12 +234,13 @@ impl ObjectStoreSink {
                     tags: Mutex::new(Vec::new()),
                     landed: Notify::new(),
                 });
-                self.open.as_mut().expect("still open").upload = Some(Arc::clone(&upload));
+                self.open.get_mut(partition).expect("still open").upload =
+                    Some(Arc::clone(&upload));
                 upload
             }
         };
         for body in parts {
-            let open = self.open.as_mut().expect("still open");
+            let open = self.open.get_mut(partition).expect("still open");
             let index = open.parts;
             open.parts += 1;
             let op = Op::Part {
@@ -164,9 +254,9 @@ impl ObjectStoreSink {
         Ok(())
     }
 
-    /// Closes the open object at `last`: records its end, then sends it.
-    pub(super) async fn close(&mut self, last: u64) -> Result<(), SinkError> {
-        let Some(mut open) = self.open.take() else {
+    /// Closes the open object of `partition` at `last`: records its end, then sends it.
+    pub(super) async fn close(&mut self, partition: &str, last: u64) -> Result<(), SinkError> {
+        let Some(mut open) = self.open.remove(partition) else {
             return Ok(());
         };
         let encoder = open.encoder.take().expect("the encoder is in place");
@@ -176,76 +266,90 @@ impl ObjectStoreSink {
                 .await
                 .map_err(|_| SinkError::Cancelled)?
                 .map_err(|e| abandoned(&self.name, e))?;
-        self.stats.encoder_bytes.store(0, Ordering::Relaxed);
+        open.held = 0;
+        self.count_held();
         let key = open.key.clone();
-        let (k, next) = (key.clone(), last + 1);
-        self.blocking_journal(move |j| j.closed(first, &k, last))
+        let (p, k) = (partition.to_owned(), key.clone());
+        self.blocking_journal(move |j| j.closed(first, &p, &k, last))
             .await?;
         let entry = self.recorded.entry(first).or_default();
         entry.key = key.clone();
+        entry.partition = partition.to_owned();
         entry.last = Some(last);
         entry.shape = Some(lock(&self.journal).shape().clone());
-        self.next_first = Some(next);
+        if self.layout.is_none() {
+            self.next_first = Some(last + 1);
+        }
+        self.pending.insert(first);
         if open.upload.is_none() && parts.is_empty() {
             let bytes = rest.len() as u64;
             let op = Op::Put {
                 key,
                 body: rest,
                 metadata: self.metadata(first, Some(last)),
-                next,
+                first,
             };
-            self.marks.push_back(Mark { next, done: false });
             return self.submit(op, bytes).await;
         }
         // Multipart: the remaining parts, the last one, then the completion.
-        self.open = Some(open);
+        self.open.insert(partition.to_owned(), open);
         let mut all = parts;
         if !rest.is_empty() {
             all.push(rest);
         }
-        self.send_parts(all).await?;
-        let open = self.open.take().expect("still open");
+        let sent = self.send_parts(partition, all).await;
+        let open = self.open.remove(partition).expect("still open");
+        sent?;
         let upload = open.upload.expect("send_parts started the upload");
-        self.marks.push_back(Mark { next, done: false });
         let op = Op::Complete {
             key,
             upload,
             parts: open.parts,
-            next,
+            first,
         };
         self.submit(op, 0).await
     }
 
-    /// Closes the open object if rotation is due (size, age, or the WAL it pins).
+    /// Closes the open objects that rotation says are due: by size or age, and the one
+    /// that pins the WAL from the smallest first offset when it pins too much.
     pub(super) async fn rotate_if_due(&mut self) -> Result<(), SinkError> {
-        let Some(open) = self.open.as_mut() else {
-            return Ok(());
-        };
-        // A recorded object ends where it ended before, whatever the rotation says: it
-        // was that size then too.
-        if open.boundary.is_some() {
-            return Ok(());
-        }
         let rotate = self.config.rotate;
-        let size = open.encoder.as_mut().map_or(0, ObjectEncoder::size);
-        let aged = rotate
-            .age
-            .is_some_and(|age| open.opened.elapsed() >= age.get());
-        let reason = if size >= rotate.bytes.bytes() {
-            Some(CloseReason::Bytes)
-        } else if aged {
-            Some(CloseReason::Age)
-        } else if open
-            .last
-            .is_some_and(|last| pins_too_much(&rotate, &self.wal, open.first, last + 1))
+        let mut due: Vec<(String, u64, CloseReason)> = Vec::new();
+        for (partition, open) in &mut self.open {
+            // A recorded object ends where it ended before, whatever the rotation
+            // says: it was that size then too. One that has covered nothing yet
+            // cannot end.
+            let (None, Some(last)) = (open.boundary, open.last) else {
+                continue;
+            };
+            let size = open.encoder.as_mut().map_or(0, ObjectEncoder::size);
+            let aged = rotate
+                .age
+                .is_some_and(|age| open.opened.elapsed() >= age.get());
+            if size >= rotate.bytes.bytes() {
+                due.push((partition.clone(), last, CloseReason::Bytes));
+            } else if aged {
+                due.push((partition.clone(), last, CloseReason::Age));
+            }
+        }
+        let pinning = self
+            .open
+            .values()
+            .min_by_key(|o| o.first)
+            .filter(|o| o.boundary.is_none() && !due.iter().any(|(p, ..)| *p == o.partition));
+        if let Some(open) = pinning
+            && let Some(last) = open.last
+            && pins_too_much(
+                &rotate,
+                &self.wal,
+                open.first,
+                self.read_end.unwrap_or(last + 1).max(last + 1),
+            )
         {
-            Some(CloseReason::WalShare)
-        } else {
-            None
-        };
-        // An object that has covered nothing yet cannot end.
-        if let (Some(reason), Some(last)) = (reason, open.last) {
-            self.close(last).await?;
+            due.push((open.partition.clone(), last, CloseReason::WalShare));
+        }
+        for (partition, last, reason) in due {
+            self.close(&partition, last).await?;
             self.stats.closes.0.count(reason);
         }
         Ok(())
@@ -256,13 +360,17 @@ impl ObjectStoreSink {
         batch: &Arc<SinkBatch>,
         rejects: &mut Vec<Unencodable>,
     ) -> Result<(), SinkError> {
+        self.writes += 1;
+        if self.layout.is_some() {
+            return self.write_partitioned(batch, rejects).await;
+        }
         let Some(end) = batch.next_offset.checked_sub(1) else {
             return Ok(());
         };
         let n = batch.records.len();
         let mut i = 0;
         loop {
-            if self.open.is_none() {
+            if self.open.is_empty() {
                 let first = self.next_first.unwrap_or_else(|| {
                     batch
                         .positions
@@ -277,42 +385,32 @@ impl ObjectStoreSink {
                     // A recorded object is cut again where it started, records or not.
                     _ if recorded => {
                         let time = batch.positions.get(i).map_or(0, |p| p.time_ms);
-                        self.open_object(first, time)?;
+                        self.open_object("", first, &hour_folders(time))?;
                     }
-                    Some(p) => self.open_object(first, p.time_ms)?,
+                    Some(p) => self.open_object("", first, &hour_folders(p.time_ms))?,
                     None => {
                         // Nothing of this sink's inputs: the range is passed.
                         self.next_first = Some(end + 1);
-                        // Behind objects still uploading, one done mark per run of
-                        // skipped batches: the marks stay bounded by the objects in
-                        // flight, however long an upload retries.
-                        match self.marks.back_mut() {
-                            None => self.durable = Some(end + 1),
-                            Some(back) if back.done => back.next = end + 1,
-                            Some(_) => self.marks.push_back(Mark {
-                                next: end + 1,
-                                done: true,
-                            }),
-                        }
                         return Ok(());
                     }
                 }
             }
-            let open = self.open.as_ref().expect("opened above");
+            let open = self.open.get("").expect("opened above");
             let boundary = open.boundary;
             let stop = boundary.map_or(n, |b| {
                 i + batch.positions[i..].partition_point(|p| p.offset <= b)
             });
             if stop > i {
-                let parts = self.encode(batch, i..stop, rejects).await?;
-                self.send_parts(parts).await?;
+                self.encode(batch, vec![(String::new(), Take::Run(i..stop))], rejects)
+                    .await?;
             }
             i = stop;
-            let open = self.open.as_mut().expect("still open");
+            let open = self.open.get_mut("").expect("still open");
+            open.written = self.writes;
             match boundary {
                 Some(b) if b <= end => {
                     open.last = Some(b);
-                    self.close(b).await?;
+                    self.close("", b).await?;
                     self.stats.closes.0.count(CloseReason::Recorded);
                     if i >= n && b == end {
                         return Ok(());
@@ -324,5 +422,126 @@ impl ObjectStoreSink {
                 }
             }
         }
+    }
+
+    /// Where a record of `partition` at `offset` goes when no object of that partition
+    /// is open: the journal's object of that partition that starts last at or before
+    /// it, if its range holds the record.
+    fn place(&self, partition: &str, offset: u64) -> Place {
+        let recorded = self
+            .recorded
+            .range(..=offset)
+            .rev()
+            .find(|(_, r)| r.partition == partition);
+        match recorded {
+            Some((&first, r)) if r.last.is_some_and(|last| offset <= last) => {
+                if first < self.replay_from {
+                    Place::Stored
+                } else {
+                    Place::Recorded { first }
+                }
+            }
+            _ => Place::New,
+        }
+    }
+
+    /// With a layout: each record to the open object of its partition.
+    async fn write_partitioned(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<(), SinkError> {
+        let Some(end) = batch.next_offset.checked_sub(1) else {
+            return Ok(());
+        };
+        let layout = self.layout.clone().expect("a layout");
+        let mut takes: Vec<(String, Take)> = Vec::new();
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for (i, (record, position)) in batch.records.iter().zip(&batch.positions).enumerate() {
+            let offset = position.offset;
+            let partition = layout.render(record, position.time_ms, self.event_time.as_ref());
+            // Past the recorded end of its partition's object: that object is complete.
+            if let Some(boundary) = self.open.get(&partition).and_then(|o| o.boundary)
+                && offset > boundary
+            {
+                self.flush(batch, &mut takes, &mut index, rejects).await?;
+                self.close(&partition, boundary).await?;
+                self.stats.closes.0.count(CloseReason::Recorded);
+            }
+            if !self.open.contains_key(&partition) {
+                let first = match self.place(&partition, offset) {
+                    Place::Stored => continue,
+                    Place::Recorded { first } => first,
+                    Place::New => offset,
+                };
+                if self.open.len() >= self.max_open {
+                    self.flush(batch, &mut takes, &mut index, rejects).await?;
+                    self.close_least_recent().await?;
+                }
+                self.open_object(&partition, first, &partition)?;
+            }
+            let open = self.open.get_mut(&partition).expect("opened above");
+            open.last = Some(offset);
+            open.written = self.writes;
+            match index.get(&partition) {
+                Some(&t) => match &mut takes[t].1 {
+                    Take::Each(indices) => indices.push(i),
+                    Take::Run(_) => unreachable!("partitions take records one by one"),
+                },
+                None => {
+                    index.insert(partition.clone(), takes.len());
+                    takes.push((partition, Take::Each(vec![i])));
+                }
+            }
+        }
+        self.flush(batch, &mut takes, &mut index, rejects).await?;
+        // Recorded objects whose end the batch reached are complete.
+        let ended: Vec<(String, u64)> = self
+            .open
+            .iter()
+            .filter_map(|(p, o)| o.boundary.filter(|&b| b <= end).map(|b| (p.clone(), b)))
+            .collect();
+        for (partition, boundary) in ended {
+            self.close(&partition, boundary).await?;
+            self.stats.closes.0.count(CloseReason::Recorded);
+        }
+        self.read_end = Some(batch.next_offset);
+        self.rotate_if_due().await
+    }
+
+    /// Encodes the records gathered so far (before an object closes mid-batch).
+    async fn flush(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        takes: &mut Vec<(String, Take)>,
+        index: &mut std::collections::HashMap<String, usize>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<(), SinkError> {
+        index.clear();
+        self.encode(batch, std::mem::take(takes), rejects).await
+    }
+
+    /// Closes the least recently written open object that may end early (not one cut
+    /// again at a recorded end), to make room for another partition; counted.
+    async fn close_least_recent(&mut self) -> Result<(), SinkError> {
+        let victim = self
+            .open
+            .values()
+            .filter(|o| o.boundary.is_none())
+            .min_by_key(|o| (o.written, o.first))
+            .and_then(|o| o.last.map(|last| (o.partition.clone(), last)));
+        match victim {
+            Some((partition, last)) => {
+                self.close(&partition, last).await?;
+                self.stats.closes.0.count(CloseReason::Partitions);
+            }
+            // Only objects an earlier run recorded are open: as many were open then.
+            None => tracing::debug!(
+                "sink {}: {} recorded objects open, more than max_open_partitions, while they are written again",
+                self.name,
+                self.open.len()
+            ),
+        }
+        Ok(())
     }
 }

@@ -9,15 +9,16 @@
 //! - `row_group_rows`, `row_group_bytes`: how a Parquet object is laid out;
 //! - `schema.columns`, `schema.envelope`, `on_mismatch`, `unknown_fields`, `event_time`:
 //!   a typed Parquet object's columns and values;
-//! - `encoding`, `fields`: what each NDJSON line is.
+//! - `encoding`, `fields`: what each NDJSON line is;
+//! - `layout`: the folders in every name, and which records share an object.
 //!
 //! Not in it: `where` (it decides which records an object holds, not how a record is
 //! written or what the object is named: a replay under a new filter still writes a
 //! valid object of the same offsets under the same name), `rotate` (a recorded object
 //! keeps its recorded boundaries), `part_size` (the upload's parts, not the object) and
-//! the footer's provenance (the config's hash, which changes with any edit). A key that
-//! comes to shape names or bytes (partitioning by a field, say) belongs in
-//! [`Shape::of`].
+//! the footer's provenance (the config's hash, which changes with any edit), and
+//! `max_open_partitions` (a recorded object keeps its boundaries however many are open).
+//! A key that comes to shape names or bytes belongs in [`Shape::of`].
 //!
 //! A hash is xxh3 (64 bits) of a canonical text of the value: its name as written
 //! (`"ndjson"`), a number, or compact JSON of the parsed value. It stays the same across
@@ -46,6 +47,9 @@ impl Shape {
         let mut shape = Shape::default();
         shape.add("url", &json(&config.location));
         shape.add("format", config.format.as_str());
+        if let Some(layout) = &config.partitioning.layout {
+            shape.add("layout", layout.text());
+        }
         match (config.format, &config.parquet) {
             (Format::Parquet, Some(parquet)) => {
                 shape.add("compression", parquet.compression.as_str());
@@ -283,6 +287,7 @@ mod tests {
     fn recorded(last: Option<u64>, shape: Option<Shape>) -> Recorded {
         Recorded {
             key: "weir/lake/x-0.parquet".into(),
+            partition: String::new(),
             upload: None,
             last,
             shape,

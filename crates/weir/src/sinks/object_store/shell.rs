@@ -6,9 +6,14 @@
 //!                 cursor ◀── contiguous prefix of completed objects ◀┘
 //! ```
 //!
-//! - One object is open at a time; objects are contiguous ranges of the WAL, so they
-//!   never overlap. The next object starts right after the last offset of the one
-//!   before.
+//! - Without a `layout`, one object is open at a time; objects are contiguous ranges of
+//!   the WAL, so they never overlap. The next object starts right after the last
+//!   offset of the one before.
+//! - With a `layout`, each record goes to the open object of its partition (the
+//!   layout rendered for it), up to `max_open_partitions` open at once: past it, the
+//!   least recently written is closed early. An object holds the records of its
+//!   partition from its first offset through its last; objects of different partitions
+//!   interleave in the WAL but never share a record.
 //! - The encoder's buffer is cut into parts of `part_size` as it fills. An object that
 //!   closes before its first part is full is sent in one PUT; otherwise a multipart
 //!   upload starts with the first full part, and the last part and the
@@ -18,19 +23,23 @@
 //!   uploading), each retried with capped exponential backoff and full jitter up to
 //!   `max_attempts`, results released in submission order. A completion waits for its
 //!   object's parts inside its own slot.
-//! - The cursor moves only past objects whose PUT or CompleteMultipartUpload
-//!   succeeded, in order ([`Sink::settled`]), even when uploads finish out of order.
+//! - The cursor is the smallest first offset of any open object or any closed object
+//!   whose PUT or CompleteMultipartUpload has not succeeded yet ([`Sink::settled`]),
+//!   else the end of what the sink was handed.
 //! - The [journal](super::journal) records each object's first offset, key and upload
 //!   id when its upload starts, and its last offset before it is completed, with the
 //!   [shape](super::shape) of the config. After a crash or a failure the sink aborts the
 //!   recorded uploads and cuts the replayed objects at the recorded boundaries under the
 //!   recorded keys; it does not start when the config would write one of them otherwise.
+//!   A replay from the cursor skips the records of a partition that an object stored
+//!   before the cursor already holds (its first offset is below the cursor, its last
+//!   is not).
 //! - A part or object that fails `max_attempts` times (or at once, for a permanent
 //!   error) fails the sink's run: its uploads are aborted and the driver reads again
 //!   from the committed cursor. A permanent error (403, a missing bucket) marks the
 //!   sink `failed` with the store's answer.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,18 +57,13 @@ use super::stats::ObjectStoreStats;
 use super::store::{Store, StoreError};
 use super::upload::{Done, Op, Stage, new_stage};
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::layout::Layout;
 use crate::sinks::rotate::{CloseReason, early_close_note};
+use crate::sinks::schema::EventTime;
 use crate::sinks::{ConfigStamp, OpenSink, SinkContext};
 
 /// Journal lines after which the journal is compacted (on the next tick).
 const COMPACT_AFTER_LINES: u64 = 1_024;
-
-/// A place in the WAL the cursor may reach once everything before it is stored.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Mark {
-    pub(super) next: u64,
-    pub(super) done: bool,
-}
 
 /// An `object_store` sink.
 pub struct ObjectStoreSink {
@@ -74,10 +78,25 @@ pub struct ObjectStoreSink {
     pub(super) recorded: BTreeMap<u64, Recorded>,
     pub(super) needs_recovery: bool,
     pub(super) stage: Stage,
-    pub(super) open: Option<OpenObject>,
+    /// The open objects, by partition (`""` without a layout).
+    pub(super) open: BTreeMap<String, OpenObject>,
+    /// Without a layout: where the next object starts.
     pub(super) next_first: Option<u64>,
-    pub(super) marks: VecDeque<Mark>,
-    pub(super) durable: Option<u64>,
+    /// Where the driver reads from since the last reset: objects recorded as starting
+    /// below it are stored.
+    pub(super) replay_from: u64,
+    /// The first offsets of closed objects not yet stored.
+    pub(super) pending: BTreeSet<u64>,
+    /// The end (next offset) of the last batch handed over since the last reset.
+    pub(super) read_end: Option<u64>,
+    /// `layout`, and the `event_time` it may read.
+    pub(super) layout: Option<Layout>,
+    pub(super) event_time: Option<EventTime>,
+    /// `max_open_partitions` (1 without a layout).
+    pub(super) max_open: usize,
+    /// Batches written: when each open object last had records (closed first when too
+    /// many partitions are open: the least recently written).
+    pub(super) writes: u64,
     pub(super) stats: Arc<ObjectStoreStats>,
 }
 
@@ -86,7 +105,7 @@ impl std::fmt::Debug for ObjectStoreSink {
         f.debug_struct("ObjectStoreSink")
             .field("name", &self.name)
             .field("url", &crate::keys::redact::url(&self.config.url))
-            .field("open", &self.open.as_ref().map(|o| &o.key))
+            .field("open", &self.open.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +140,7 @@ impl OpenSink for ObjectStoreConfig {
     type Sink = ObjectStoreSink;
 
     fn open(&self, name: &str, cx: &SinkContext) -> Result<ObjectStoreSink, SinkError> {
-        ObjectStoreSink::open(name, self, cx)
+        ObjectStoreSink::open(name, self, cx, true)
     }
 
     fn healthcheck(
@@ -134,7 +153,9 @@ impl OpenSink for ObjectStoreConfig {
 }
 
 impl ObjectStoreSink {
-    /// Opens the sink (blocking: reads its journal).
+    /// Opens the sink (blocking: reads its journal). Its objects go under a folder
+    /// named after it (`sink_folder`) unless it has the directory to itself (a Parquet
+    /// sink with a layout).
     ///
     /// # Errors
     ///
@@ -145,6 +166,7 @@ impl ObjectStoreSink {
         name: &str,
         config: &ObjectStoreConfig,
         cx: &SinkContext,
+        sink_folder: bool,
     ) -> Result<ObjectStoreSink, SinkError> {
         let store =
             Store::open(config).map_err(|e| SinkError::Permanent(format!("sinks.{name}: {e}")))?;
@@ -167,7 +189,11 @@ impl ObjectStoreSink {
         };
         let naming = Naming {
             prefix,
-            sink: name.to_owned(),
+            sink: if sink_folder {
+                name.to_owned()
+            } else {
+                String::new()
+            },
             wal_id: cx.wal.id().to_owned(),
             extension: encoding.extension(),
         };
@@ -185,10 +211,15 @@ impl ObjectStoreSink {
             recorded,
             needs_recovery: true,
             stage,
-            open: None,
+            open: BTreeMap::new(),
             next_first: None,
-            marks: VecDeque::new(),
-            durable: None,
+            replay_from: 0,
+            pending: BTreeSet::new(),
+            read_end: None,
+            layout: config.partitioning.layout.clone(),
+            event_time: config.schema.as_ref().and_then(|s| s.event_time.clone()),
+            max_open: config.partitioning.max_open() as usize,
+            writes: 0,
             stats,
         };
         // Already set only if the sink was opened twice with one context.
@@ -252,7 +283,7 @@ impl ObjectStoreSink {
                 self.stats.parts.fetch_add(1, Ordering::Relaxed);
             }
             Done::Object {
-                next,
+                first,
                 bytes,
                 single,
             } => {
@@ -263,28 +294,28 @@ impl ObjectStoreSink {
                 if single {
                     self.stats.single_puts.fetch_add(1, Ordering::Relaxed);
                 }
-                let mark = self
-                    .marks
-                    .iter_mut()
-                    .find(|m| !m.done)
-                    .ok_or_else(|| abandoned(&self.name, "a completion without an object"))?;
-                debug_assert_eq!(mark.next, next, "completions come in WAL order");
-                mark.done = true;
-                while let Some(front) = self.marks.front().copied() {
-                    if !front.done {
-                        break;
-                    }
-                    self.durable = Some(front.next);
-                    self.marks.pop_front();
+                if !self.pending.remove(&first) {
+                    return Err(abandoned(&self.name, "a completion without an object"));
                 }
             }
         }
         Ok(())
     }
 
+    /// Where the cursor may move: before the first offset of every open object and of
+    /// every closed one not stored yet, else to the end of what was handed over.
+    pub(super) fn durable(&self) -> Option<u64> {
+        let end = self.read_end?;
+        let open = self.open.values().map(|o| o.first);
+        Some(
+            open.chain(self.pending.first().copied())
+                .fold(end, u64::min),
+        )
+    }
+
     fn written(&self) -> Written {
         Written {
-            durable_through: self.durable,
+            durable_through: self.durable(),
             unencodable: 0,
             buffered_bytes: self.held_bytes(),
         }
@@ -318,13 +349,15 @@ impl ObjectStoreSink {
             &self.stats.in_flight,
             &self.stats.uploading_bytes,
             &self.stats.encoder_bytes,
+            &self.stats.open_objects,
         ] {
             counter.store(0, Ordering::Relaxed);
         }
-        self.open = None;
-        self.marks.clear();
-        self.durable = None;
+        self.open.clear();
+        self.pending.clear();
+        self.read_end = None;
         self.next_first = Some(next_offset);
+        self.replay_from = next_offset;
         self.needs_recovery = true;
     }
 }
@@ -343,6 +376,7 @@ impl Sink for ObjectStoreSink {
         self.write_batch(batch, rejects)
             .await
             .map_err(|e| self.failed(e))?;
+        self.read_end = Some(batch.next_offset);
         Ok(Written {
             unencodable: (rejects.len() - before) as u64,
             ..self.written()
@@ -356,7 +390,7 @@ impl Sink for ObjectStoreSink {
         match self.stage.next().await {
             Some(result) => {
                 self.take(result).map_err(|e| self.failed(e))?;
-                Ok(self.durable)
+                Ok(self.durable())
             }
             None => std::future::pending().await,
         }
@@ -371,34 +405,42 @@ impl Sink for ObjectStoreSink {
                 self.compact_journal(committed).await?;
             }
         }
-        Ok(self.durable)
+        Ok(self.durable())
     }
 
     async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
-        match self.open.as_ref().map(|open| (open.last, open.boundary)) {
-            // Closing a recorded object short of its boundary would overwrite the
-            // stored one with fewer records: leave it to the next run's replay.
-            Some((Some(last), Some(boundary))) if last < boundary => {
-                tracing::info!(
-                    "sink {}: leaving the recorded object at {} open (through {last} of {boundary}): the next run writes it again",
-                    self.name,
-                    self.open.as_ref().map_or(0, |o| o.first)
-                );
-                self.open = None;
+        let open: Vec<(String, u64, Option<u64>, Option<u64>)> = self
+            .open
+            .iter()
+            .map(|(p, o)| (p.clone(), o.first, o.last, o.boundary))
+            .collect();
+        for (partition, first, last, boundary) in open {
+            match (last, boundary) {
+                // Closing a recorded object short of its boundary would overwrite the
+                // stored one with fewer records: it stays open (holding the cursor
+                // before it) for the next run's replay to write again.
+                (Some(last), Some(boundary)) if last < boundary => {
+                    tracing::info!(
+                        "sink {}: leaving the recorded object at {first} open (through {last} of {boundary}): the next run writes it again",
+                        self.name,
+                    );
+                }
+                (Some(last), _) => {
+                    self.close(&partition, last).await?;
+                    self.stats.closes.0.count(CloseReason::Shutdown);
+                }
+                (None, _) => {
+                    self.open.remove(&partition);
+                }
             }
-            Some((Some(last), _)) => {
-                self.close(last).await?;
-                self.stats.closes.0.count(CloseReason::Shutdown);
-            }
-            _ => {}
         }
-        while self.marks.iter().any(|m| !m.done) {
+        while !self.pending.is_empty() {
             match self.stage.next().await {
                 Some(result) => self.take(result)?,
                 None => break,
             }
         }
-        Ok(self.durable)
+        Ok(self.durable())
     }
 
     fn resume_at(&mut self, next_offset: u64) {

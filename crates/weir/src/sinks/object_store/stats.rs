@@ -37,8 +37,10 @@ pub struct ObjectStoreStats {
     /// Parts, objects and completions uploading now, and multipart uploads being
     /// created.
     pub in_flight: AtomicU64,
-    /// Bytes the open object's encoder holds.
+    /// Bytes the open objects' encoders hold.
     pub encoder_bytes: AtomicU64,
+    /// Objects open now (one per partition with records since its last close).
+    pub open_objects: AtomicU64,
     /// Objects closed, by reason (`closes` in `/status`).
     pub closes: ObjectCloses,
     /// Why requests are failing: the last failed attempt's error, until an attempt
@@ -53,6 +55,7 @@ pub const OBJECT_CLOSES: &[CloseReason] = &[
     CloseReason::Age,
     CloseReason::WalShare,
     CloseReason::Recorded,
+    CloseReason::Partitions,
     CloseReason::Shutdown,
 ];
 
@@ -119,7 +122,13 @@ impl ObjectStoreSink {
     pub(super) fn status_fn(&self) -> impl Fn() -> Value + Send + Sync + 'static {
         let stats = Arc::clone(&self.stats);
         let bound = self.config.upload_bytes();
-        let (encoder_bound, _) = self.config.encoder_bytes();
+        let open_bound = self.config.partitioning.max_open();
+        let encoder_bound = self
+            .config
+            .encoder_bytes()
+            .0
+            .saturating_mul(open_bound.into());
+        let layout = self.layout.as_ref().map(|l| l.text().to_owned());
         let url = self.config.url.clone();
         let wal_id = self.naming.wal_id.clone();
         let typed = self.encoding.typed_stats().cloned();
@@ -140,6 +149,9 @@ impl ObjectStoreSink {
                 "encoder_bytes": get(&stats.encoder_bytes),
                 "max_encoder_bytes": encoder_bound,
                 "closes": stats.closes.0.status(),
+                "open_objects": get(&stats.open_objects),
+                "max_open_objects": open_bound,
+                "layout": layout,
             });
             if let (Some(typed), Some(map)) = (&typed, details.as_object_mut()) {
                 map.insert("schema".to_owned(), typed.status());

@@ -16,6 +16,9 @@ use crate::pipeline::{Position, Sink, SinkBatch};
 use crate::record::Record;
 use crate::sinks::{OpenSink, SinkContext, SinkKeys};
 
+#[path = "partition_tests.rs"]
+mod partitions;
+
 struct Fixture {
     _dir: tempfile::TempDir,
     root: PathBuf,

@@ -63,7 +63,7 @@ pub(super) enum Op {
         key: String,
         body: Bytes,
         metadata: Arc<Metadata>,
-        next: u64,
+        first: u64,
     },
     /// One part of a multipart upload.
     Part {
@@ -77,7 +77,7 @@ pub(super) enum Op {
         key: String,
         upload: Arc<Upload>,
         parts: usize,
-        next: u64,
+        first: u64,
     },
 }
 
@@ -86,9 +86,13 @@ pub(super) enum Op {
 pub(super) enum Done {
     /// A part landed.
     Part { bytes: u64 },
-    /// An object is stored (in one PUT when `single`): the cursor may move to `next`
-    /// once every object before it is stored too.
-    Object { next: u64, bytes: u64, single: bool },
+    /// The object at `first` is stored (in one PUT when `single`): the cursor may pass
+    /// it once no object before it is open or uploading.
+    Object {
+        first: u64,
+        bytes: u64,
+        single: bool,
+    },
 }
 
 type OpFn = Box<dyn Fn(Op) -> BoxFuture<'static, Result<Done, StoreError>> + Send + Sync>;
@@ -210,13 +214,13 @@ async fn attempt(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done
             key,
             body,
             metadata,
-            next,
+            first,
         } => {
             let bytes = body.len() as u64;
             store.put(&key, body, &metadata).await?;
             stats.bytes.fetch_add(bytes, Ordering::Relaxed);
             Ok(Done::Object {
-                next,
+                first,
                 bytes,
                 single: true,
             })
@@ -237,7 +241,7 @@ async fn attempt(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done
             key,
             upload,
             parts,
-            next,
+            first,
         } => {
             let tags = loop {
                 let landed = upload.landed.notified();
@@ -250,7 +254,7 @@ async fn attempt(store: &Store, stats: &ObjectStoreStats, op: Op) -> Result<Done
             };
             store.complete(&key, &upload.id, tags).await?;
             Ok(Done::Object {
-                next,
+                first,
                 bytes: 0,
                 single: false,
             })

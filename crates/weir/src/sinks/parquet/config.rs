@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::keys::units::string_enum;
 use crate::keys::{Bounds, ByteSize, Section};
 use crate::sinks::SinkKeys;
+use crate::sinks::layout::Partitioning;
 use crate::sinks::rotate::{DEFAULT_ROTATE_AGE, Rotate, parse_rotate};
 use crate::sinks::schema::SchemaConfig;
 
@@ -48,6 +49,11 @@ pub struct ParquetConfig {
     pub encoding: ParquetEncoding,
     /// Typed columns, when a `schema` is given.
     pub schema: Option<SchemaConfig>,
+    /// `layout` and `max_open_partitions`: with a layout, files go in its folders under
+    /// `path`, written by the object-store sink's engine over the directory (a journal,
+    /// several files open).
+    #[serde(flatten, skip_serializing_if = "Partitioning::is_default")]
+    pub partitioning: Partitioning,
 }
 
 impl SinkKeys for ParquetConfig {
@@ -65,9 +71,17 @@ impl SinkKeys for ParquetConfig {
             .key("compression", "Column compression.")
             .or(Compression::Zstd);
         let schema = SchemaConfig::parse(s, true, "");
+        let partitioning = Partitioning::parse(
+            s,
+            "every file in `path`, named <sink>-<first offset>.parquet, one open at a time",
+            schema
+                .as_ref()
+                .and_then(|schema| schema.event_time.as_ref()),
+        );
         Some(Self {
             rotate,
             schema,
+            partitioning,
             encoding: ParquetEncoding {
                 row_group_rows,
                 row_group_bytes,
@@ -78,6 +92,9 @@ impl SinkKeys for ParquetConfig {
     }
 
     fn bounds(&self, bounds: &mut Bounds<'_>) {
+        if self.partitioning.layout.is_some() {
+            return self.as_object_store().bounds(bounds);
+        }
         bounds.add(
             "encoder",
             Some(1),
@@ -114,4 +131,35 @@ pub fn parse_row_groups(s: &mut Section<'_>, apply: bool) -> (NonZeroU32, ByteSi
         .only_if(apply, ONLY_PARQUET)
         .or(ByteSize::mib(8));
     (rows, bytes)
+}
+
+impl ParquetConfig {
+    /// The object-store sink that writes this sink's files when it has a layout: a
+    /// `file://` store over `path` (each file written under a temporary name, fsynced
+    /// and renamed), with the object-store sink's journal, so that several files can be
+    /// open at once and every record is in exactly one of them across crashes.
+    pub fn as_object_store(&self) -> crate::sinks::object_store::ObjectStoreConfig {
+        use crate::sinks::object_store::{Format, Location, NdjsonCompression, ObjectStoreConfig};
+        ObjectStoreConfig {
+            url: format!("file://{}", self.path.display()),
+            location: Location::File {
+                dir: self.path.clone(),
+            },
+            format: Format::Parquet,
+            ndjson_compression: NdjsonCompression::None,
+            upload_concurrency: NonZeroU32::new(2).expect("2 > 0"),
+            part_size: ByteSize::mib(8),
+            timeout: crate::keys::Duration::secs(30),
+            max_attempts: NonZeroU32::new(6).expect("6 > 0"),
+            endpoint: None,
+            region: None,
+            allow_http: false,
+            path_style: true,
+            rotate: self.rotate,
+            parquet: Some(self.encoding),
+            schema: self.schema.clone(),
+            line: crate::record::Line::Envelope,
+            partitioning: self.partitioning.clone(),
+        }
+    }
 }

@@ -47,7 +47,7 @@ pub use self::config::{Compression, ParquetConfig, ParquetEncoding, parse_row_gr
 pub use self::encoder::{EncoderSettings, ParquetEncoder};
 pub use self::error::ParquetSinkError;
 pub use self::schema::record_schema;
-pub use self::shell::ParquetSink;
+pub use self::shell::{ParquetOutput, ParquetSink};
 pub use self::typed::typed_schema;
 pub use self::writer::{
     Committed, FooterMetadata, KEY_CONFIG_HASH, KEY_FIRST_OFFSET, KEY_LAST_OFFSET, KEY_ON_FULL,

@@ -13,6 +13,7 @@ use super::config::ParquetConfig;
 use super::error::ParquetSinkError;
 use super::writer::ParquetFileWriter;
 use crate::pipeline::{Sink, SinkBatch, SinkError, Unencodable, Written};
+use crate::sinks::object_store::ObjectStoreSink;
 use crate::sinks::reserve::WalReserve;
 use crate::sinks::rotate::{
     CloseReason, Closes, PINNING_CLOSES, Rotate, early_close_note, pins_too_much,
@@ -83,10 +84,78 @@ impl State {
     }
 }
 
-impl OpenSink for ParquetConfig {
-    type Sink = ParquetSink;
+/// A running `parquet` sink: its own writer of one file at a time, or, with a `layout`,
+/// the object-store sink's engine over its directory (several files open, a journal).
+#[derive(Debug)]
+pub enum ParquetOutput {
+    /// Without a layout.
+    Files(ParquetSink),
+    /// With a layout.
+    Layout(Box<ObjectStoreSink>),
+}
 
-    fn open(&self, name: &str, cx: &SinkContext) -> Result<ParquetSink, SinkError> {
+impl OpenSink for ParquetConfig {
+    type Sink = ParquetOutput;
+
+    fn open(&self, name: &str, cx: &SinkContext) -> Result<ParquetOutput, SinkError> {
+        if self.partitioning.layout.is_some() {
+            let sink = ObjectStoreSink::open(name, &self.as_object_store(), cx, false)?;
+            return Ok(ParquetOutput::Layout(Box::new(sink)));
+        }
+        self.open_files(name, cx).map(ParquetOutput::Files)
+    }
+}
+
+impl Sink for ParquetOutput {
+    async fn write(
+        &mut self,
+        batch: &Arc<SinkBatch>,
+        rejects: &mut Vec<Unencodable>,
+    ) -> Result<Written, SinkError> {
+        match self {
+            ParquetOutput::Files(s) => s.write(batch, rejects).await,
+            ParquetOutput::Layout(s) => s.write(batch, rejects).await,
+        }
+    }
+
+    async fn tick(&mut self) -> Result<Option<u64>, SinkError> {
+        match self {
+            ParquetOutput::Files(s) => s.tick().await,
+            ParquetOutput::Layout(s) => s.tick().await,
+        }
+    }
+
+    async fn finish(&mut self) -> Result<Option<u64>, SinkError> {
+        match self {
+            ParquetOutput::Files(s) => s.finish().await,
+            ParquetOutput::Layout(s) => s.finish().await,
+        }
+    }
+
+    async fn settled(&mut self) -> Result<Option<u64>, SinkError> {
+        match self {
+            ParquetOutput::Files(s) => s.settled().await,
+            ParquetOutput::Layout(s) => s.settled().await,
+        }
+    }
+
+    fn resume_at(&mut self, next_offset: u64) {
+        match self {
+            ParquetOutput::Files(s) => s.resume_at(next_offset),
+            ParquetOutput::Layout(s) => s.resume_at(next_offset),
+        }
+    }
+
+    fn failing(&self) -> Option<String> {
+        match self {
+            ParquetOutput::Files(s) => s.failing(),
+            ParquetOutput::Layout(s) => s.failing(),
+        }
+    }
+}
+
+impl ParquetConfig {
+    fn open_files(&self, name: &str, cx: &SinkContext) -> Result<ParquetSink, SinkError> {
         let sink = ParquetSink::open(name, self, cx.stamp.clone())?;
         let mut state = lock(&sink.state);
         state.pinning = Some((self.rotate, cx.wal.clone()));

@@ -33,6 +33,7 @@ pub(super) fn sink_config(dir: &Path) -> ParquetConfig {
             compression: Compression::Zstd,
         },
         schema: None,
+        partitioning: crate::sinks::layout::Partitioning::default(),
     }
 }
 
