@@ -393,3 +393,64 @@ fn a_format_change_across_kill_9_waits_until_the_recorded_objects_are_written() 
     );
     assert_eq!(rows + lines, durable_end(&s), "every record once");
 }
+
+/// kill -9 while objects of several partitions are open and uploading, three times with
+/// different seeds (keys, hence how the partitions' records interleave), each followed
+/// by a restart that reads the rest: every offset ends up in exactly one object.
+#[test]
+fn kill_9_with_several_partitions_open_puts_every_record_in_exactly_one_object() {
+    for seed in [1u64, 2, 3] {
+        let server = S3Server::start();
+        let proxy = FaultProxy::start(server.addr);
+        let dir = tempfile::tempdir().unwrap();
+        let status = free_addr();
+        let extra = "rotate = { bytes = \"6 MiB\", age = \"30s\" }\ncompression = \"none\"\n\
+                     layout = \"key={key}\"\nmax_open_partitions = 8\n";
+        let text = config(dir.path(), status, proxy.addr, 100_000, None, extra).replace(
+            "size = 200\n",
+            &format!("size = 200\nkeys = 8\nseed = {seed}\n"),
+        );
+        let daemon = start(dir.path(), &text, status, &server);
+        daemon.wait_for(
+            "objects of several partitions stored, open and uploading",
+            Duration::from_secs(120),
+            |s| {
+                details(s, "objects") >= 4
+                    && details(s, "open_objects") >= 4
+                    && details(s, "in_flight") >= 1
+            },
+        );
+        daemon.kill9();
+        proxy.wait_idle(Duration::from_secs(60));
+        // The restart reads what the killed run made durable; its source (an HTTP
+        // listener no one posts to) adds nothing, so each record's `seq` is its offset.
+        let restart = text
+            .replace(
+                &format!("endpoint = \"http://{}\"", proxy.addr),
+                &format!("endpoint = \"http://{}\"", server.addr),
+            )
+            .replace(
+                &format!(
+                    "type = \"generator\"\nrate = 100000\nsize = 200\nkeys = 8\nseed = {seed}\n"
+                ),
+                &format!("type = \"http\"\nlisten = \"{}\"\n", free_addr()),
+            );
+        assert!(restart.contains("type = \"http\""), "{restart}");
+        let daemon = start(dir.path(), &restart, status, &server);
+        let s = wait_caught_up(&daemon, None, Duration::from_secs(120));
+        let end = durable_end(&s);
+        assert_eq!(details(&s, "open_objects"), 0, "{s:#}");
+        assert_eq!(daemon.stop(), Some(0));
+        let objects = read_parquet_objects(server.addr, "weir/lake");
+        let partitions: std::collections::BTreeSet<&str> = objects
+            .iter()
+            .filter_map(|o| o.key.rsplit_once('/').map(|(folder, _)| folder))
+            .collect();
+        assert_eq!(partitions.len(), 8, "seed {seed}: {partitions:?}");
+        assert!(
+            objects.iter().any(|o| o.rows < o.last - o.first + 1),
+            "seed {seed}: the partitions' records interleave"
+        );
+        assert_exact_cover(&objects, end);
+    }
+}

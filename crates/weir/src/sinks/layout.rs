@@ -6,9 +6,11 @@
 //! - `{event:FMT}`: the record's event time (`event_time`) in UTC, as the strftime
 //!   pattern `FMT` writes it (`%Y-%m-%d`, `%H`);
 //! - `{ingest:FMT}`: the time the WAL appended the record, the same on every replay;
-//! - `{/pointer}`: the payload field at that JSON pointer (RFC 6901).
+//! - `{/pointer}`: the payload field at that JSON pointer (RFC 6901);
+//! - `{key}`: the record's key (the MQTT topic, the NATS subject, the Kafka key);
+//! - `{source}`: the name of the source that read it.
 //!
-//! A field's value is made safe to be one folder name ([`escape`]): Hive's escapes
+//! A field's value (and a key) is made safe to be one folder name ([`escape`]): Hive's escapes
 //! (`%2F` for `/`, `%3D` for `=`, control characters and `"#%'*:?\{[]^~` likewise),
 //! `.` and `..` written `%2E` and `%2E%2E`, a missing, null or empty value written
 //! `__HIVE_DEFAULT_PARTITION__` (as Hive and Spark do), and a value longer than
@@ -83,7 +85,7 @@ impl Partitioning {
         let text: Option<String> = s
             .key(
                 "layout",
-                "Folders under the sink's path or prefix, from `{event:FMT}` (the event time), `{ingest:FMT}` (the WAL append time) and `{/pointer}` (a payload field); the file name `{wal_id}-{first:020}` is appended.",
+                "Folders under the sink's path or prefix, from `{event:FMT}` (the event time), `{ingest:FMT}` (the WAL append time), `{/pointer}` (a payload field), `{key}` and `{source}`; the file name `{wal_id}-{first:020}` is appended.",
             )
             .default_text(default)
             .example("dt={event:%Y-%m-%d}/device={/device}")
@@ -136,6 +138,10 @@ enum Piece {
     Ingest(String),
     /// `{/pointer}`: its keys.
     Field(Vec<String>),
+    /// `{key}`.
+    Key,
+    /// `{source}`.
+    Source,
 }
 
 /// A parsed `layout`.
@@ -271,6 +277,8 @@ impl Layout {
                     let value = payload.as_ref().and_then(|p| lookup(p, path));
                     out.push_str(&escape(value));
                 }
+                Piece::Key => out.push_str(&escape_text(&record.key)),
+                Piece::Source => out.push_str(&escape_text(&record.source)),
             }
         }
         out
@@ -282,9 +290,14 @@ fn placeholder(inner: &str) -> Result<Piece, String> {
     if inner.starts_with('/') {
         return pointer_keys(inner).map(Piece::Field);
     }
+    match inner {
+        "key" => return Ok(Piece::Key),
+        "source" => return Ok(Piece::Source),
+        _ => {}
+    }
     let (kind, format) = inner.split_once(':').ok_or_else(|| {
         format!(
-            "{{{inner}}} is not a placeholder: expected {{event:FMT}}, {{ingest:FMT}} or {{/pointer}}"
+            "{{{inner}}} is not a placeholder: expected {{event:FMT}}, {{ingest:FMT}}, {{/pointer}}, {{key}} or {{source}}"
         )
     })?;
     if format.is_empty() || StrftimeItems::new(format).any(|item| item == Item::Error) {
@@ -299,7 +312,7 @@ fn placeholder(inner: &str) -> Result<Piece, String> {
         "event" => Ok(Piece::Event(format.to_owned())),
         "ingest" => Ok(Piece::Ingest(format.to_owned())),
         other => Err(format!(
-            "{{{other}:…}} is not a placeholder: expected {{event:FMT}}, {{ingest:FMT}} or {{/pointer}}"
+            "{{{other}:…}} is not a placeholder: expected {{event:FMT}}, {{ingest:FMT}}, {{/pointer}}, {{key}} or {{source}}"
         )),
     }
 }
@@ -317,12 +330,16 @@ fn lookup<'a>(value: &'a serde_json::Value, path: &[String]) -> Option<&'a serde
 
 /// A field's value as one safe folder name (see the module's notes).
 pub fn escape(value: Option<&serde_json::Value>) -> String {
-    let text = match value {
-        None | Some(serde_json::Value::Null) => return NULL_VALUE.to_owned(),
-        Some(serde_json::Value::String(s)) => std::borrow::Cow::Borrowed(s.as_str()),
-        Some(other) => std::borrow::Cow::Owned(other.to_string()),
-    };
-    match text.as_ref() {
+    match value {
+        None | Some(serde_json::Value::Null) => NULL_VALUE.to_owned(),
+        Some(serde_json::Value::String(s)) => escape_text(s),
+        Some(other) => escape_text(&other.to_string()),
+    }
+}
+
+/// `text` as one safe folder name.
+fn escape_text(text: &str) -> String {
+    match text {
         "" => return NULL_VALUE.to_owned(),
         "." => return "%2E".to_owned(),
         ".." => return "%2E%2E".to_owned(),
@@ -424,6 +441,13 @@ mod tests {
         let ingest = Layout::parse("day={ingest:%Y%m%d}/{/loc/site}").unwrap();
         let r = record(r#"{"loc":{"site":7}}"#);
         assert_eq!(ingest.render(&r, T_MS, None), "day=20261201/7");
+        let topic = Layout::parse("source={source}/topic={key}").unwrap();
+        let mut r = record("not json");
+        r.key = "plant/3/temp".into();
+        assert_eq!(
+            topic.render(&r, 0, None),
+            "source=mqtt/topic=plant%2F3%2Ftemp"
+        );
     }
 
     #[test]

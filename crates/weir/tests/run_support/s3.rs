@@ -161,6 +161,9 @@ pub struct StoredObject {
     pub first: u64,
     /// `weir.last_offset` from its footer.
     pub last: u64,
+    /// The `seq` of each row's payload (a generator's), read only when the object holds
+    /// fewer rows than its offsets (a partition's object).
+    pub seqs: Vec<u64>,
 }
 
 /// Every Parquet object under `prefix` of [`BUCKET`] at `addr`, read with pyarrow's S3
@@ -188,8 +191,11 @@ for info in store.get_file_info(fs.FileSelector("{root}", recursive=True)):
     with store.open_input_file(info.path) as f:
         table = pq.read_table(f)
         meta = pq.read_metadata(store.open_input_file(info.path)).metadata
-    out.append(dict(key=info.path, rows=table.num_rows,
-                    first=int(meta[b"weir.first_offset"]), last=int(meta[b"weir.last_offset"])))
+    first, last = int(meta[b"weir.first_offset"]), int(meta[b"weir.last_offset"])
+    seqs = []
+    if table.num_rows != last - first + 1:
+        seqs = [json.loads(p)["seq"] for p in table.column("payload").to_pylist()]
+    out.append(dict(key=info.path, rows=table.num_rows, first=first, last=last, seqs=seqs))
 print(json.dumps(out))
 "#
     );
@@ -211,27 +217,58 @@ print(json.dumps(out))
             rows: o["rows"].as_u64().unwrap_or_default(),
             first: o["first"].as_u64().unwrap_or_default(),
             last: o["last"].as_u64().unwrap_or_default(),
+            seqs: o["seqs"]
+                .as_array()
+                .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
+                .unwrap_or_default(),
         })
         .collect();
     objects.sort_by_key(|o| o.first);
     objects
 }
 
-/// Checks that `objects` cover `0..end` exactly once, each holding one row per offset
-/// (every record comes from the one source): no gap, no overlap, no loss.
+/// Checks that every offset in `0..end` is in exactly one of `objects`: no gap, no
+/// overlap, no loss. An object holding one row per offset from its first to its last
+/// holds those offsets; one holding fewer (a partition's, whose records interleave with
+/// other partitions') holds the offsets its rows' `seq` say, which are the offsets when
+/// one generator wrote every record into an empty WAL.
 pub fn assert_exact_cover(objects: &[StoredObject], end: u64) {
-    let mut next = 0;
+    let mut holder: std::collections::BTreeMap<u64, &str> = std::collections::BTreeMap::new();
     for o in objects {
-        assert_eq!(
-            o.first, next,
-            "a gap or an overlap before {o:?}; all: {objects:#?}"
-        );
-        assert_eq!(o.rows, o.last - o.first + 1, "rows of {o:?}");
-        next = o.last + 1;
+        let span = o.last - o.first + 1;
+        let offsets: Vec<u64> = if o.rows == span {
+            (o.first..=o.last).collect()
+        } else {
+            assert_eq!(o.seqs.len() as u64, o.rows, "rows of {o:?}");
+            o.seqs.clone()
+        };
+        for offset in offsets {
+            assert!(
+                (o.first..=o.last).contains(&offset),
+                "offset {offset} outside the range of {}",
+                o.key
+            );
+            if let Some(other) = holder.insert(offset, &o.key) {
+                panic!("offset {offset} is in {other} and in {}", o.key);
+            }
+        }
     }
-    assert_eq!(
-        next, end,
-        "objects end at {next}, the WAL at {end}: {objects:#?}"
+    let missing: Vec<u64> = (0..end)
+        .filter(|i| !holder.contains_key(i))
+        .take(20)
+        .collect();
+    let ranges: Vec<(&str, u64, u64, u64)> = objects
+        .iter()
+        .map(|o| (o.key.as_str(), o.first, o.last, o.rows))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "offsets in no object (first 20): {missing:?}; objects (key, first, last, rows): {ranges:#?}"
+    );
+    let beyond: Vec<u64> = holder.range(end..).map(|(&o, _)| o).take(20).collect();
+    assert!(
+        beyond.is_empty(),
+        "offsets past the WAL's end {end}: {beyond:?}"
     );
 }
 
