@@ -392,3 +392,67 @@ schema.columns = [
     );
     assert!(stdout.starts_with("ok: 1000 rows, 40 groups"), "{stdout}");
 }
+
+/// Reads every Parquet file under a directory together, by column name: the files of the
+/// first schema have no `hum`, those of the second have it. Arguments: the directory.
+const UNION_QUERY: &str = r#"
+import sys
+import duckdb
+con = duckdb.connect()
+lake = f"read_parquet('{sys.argv[1]}/**/*.parquet', union_by_name = true)"
+total, with_hum, without_hum = con.execute(
+    f"SELECT count(*), count(hum), count(*) FILTER (WHERE hum IS NULL) FROM {lake}"
+).fetchone()
+kinds = {name: kind for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {lake}").fetchall()}
+print(f"ok: {total} {with_hum} {without_hum} {kinds['temp']} {kinds['hum']}")
+"#;
+
+#[tokio::test]
+async fn a_schema_changed_across_a_restart_starts_new_files_read_together_by_name() {
+    use crate::sinks::parquet::ParquetConfig;
+    let f = Fixture::new();
+    let out = f.root.join("lake");
+    let sink_with = |columns: &str| {
+        let text = format!(
+            "path = \"{}\"\nschema.columns = [ {columns} ]\n",
+            out.display()
+        );
+        let table: toml::Table = text.parse().unwrap();
+        let diag = Diagnostics::default();
+        let mut section = Section::new("sinks.lake".into(), &table, &diag);
+        let config = ParquetConfig::parse(&mut section).unwrap();
+        section.finish();
+        assert!(diag.into_errors().is_empty());
+        config.open("lake", &f.context()).unwrap()
+    };
+    let first = r#"{ name = "device", path = "/device", type = "string" }, { name = "temp", path = "/temp", type = "float64" }"#;
+    let mut sink = sink_with(first);
+    sink.resume_at(0);
+    let mut rejects = Vec::new();
+    sink.write(&telemetry(0, 100, 4, 1), &mut rejects)
+        .await
+        .unwrap();
+    assert_eq!(sink.finish().await.unwrap(), Some(100));
+    // The restart adds a column: the records from the cursor on go to new files.
+    let second = format!("{first}, {{ name = \"hum\", path = \"/i\", type = \"int64\" }}");
+    let mut sink = sink_with(&second);
+    sink.resume_at(100);
+    sink.write(&telemetry(100, 250, 4, 1), &mut rejects)
+        .await
+        .unwrap();
+    assert_eq!(sink.finish().await.unwrap(), Some(250));
+    assert!(rejects.is_empty());
+    assert_eq!(files(&out).len(), 2);
+    let output = std::process::Command::new("python3")
+        .args(["-c", UNION_QUERY])
+        .arg(&out)
+        .output()
+        .expect("python3 runs; install it, then `pip install pyarrow duckdb`");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout.trim(), "ok: 250 150 100 DOUBLE BIGINT");
+}

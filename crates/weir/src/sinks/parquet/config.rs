@@ -73,7 +73,7 @@ impl SinkKeys for ParquetConfig {
         let schema = SchemaConfig::parse(s, true, "");
         let partitioning = Partitioning::parse(
             s,
-            "every file in `path`, named <sink>-<first offset>.parquet, one open at a time",
+            "every file in `path`, named `<sink>-<first offset>.parquet`, one open at a time",
             schema
                 .as_ref()
                 .and_then(|schema| schema.event_time.as_ref()),
