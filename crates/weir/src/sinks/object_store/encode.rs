@@ -155,6 +155,8 @@ pub struct ObjectEncoder {
     line: Vec<u8>,
     /// What each NDJSON line is.
     how: Line,
+    /// Records encoded (not counting those sent to `rejects`).
+    records: u64,
 }
 
 impl std::fmt::Debug for ObjectEncoder {
@@ -195,6 +197,7 @@ impl ObjectEncoder {
                 Encoding::Ndjson(_, how) => how.clone(),
                 Encoding::Parquet(_) => Line::Envelope,
             },
+            records: 0,
         })
     }
 
@@ -222,7 +225,9 @@ impl ObjectEncoder {
         rejects: &mut Vec<Unencodable>,
     ) -> Result<(), String> {
         if let Inner::Parquet(p) = &mut self.inner {
+            let rejected = rejects.len();
             p.append(records, rejects).map_err(text)?;
+            self.records += (records.len() - (rejects.len() - rejected)) as u64;
             self.output().take(parts);
             return Ok(());
         }
@@ -244,9 +249,15 @@ impl ObjectEncoder {
                 Ndjson::Zstd(z) => z.write_all(&self.line),
             };
             written.map_err(text)?;
+            self.records += 1;
             self.output().take(parts);
         }
         Ok(())
+    }
+
+    /// Records encoded so far (those sent to `rejects` not counted).
+    pub fn records(&self) -> u64 {
+        self.records
     }
 
     /// The object's size so far (parts cut, bytes buffered, a row group in progress).

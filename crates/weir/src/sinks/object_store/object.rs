@@ -260,6 +260,9 @@ impl ObjectStoreSink {
             return Ok(());
         };
         let encoder = open.encoder.take().expect("the encoder is in place");
+        // Every record quarantined or filtered (a partition of bad records): recorded,
+        // so that a replay ends it at the same place, but not stored.
+        let empty = encoder.records() == 0 && open.upload.is_none() && open.boundary.is_none();
         let (footer, first) = (self.footer.get(), open.first);
         let (parts, rest) =
             tokio::task::spawn_blocking(move || encoder.finish(&footer, first, last))
@@ -279,6 +282,14 @@ impl ObjectStoreSink {
         entry.shape = Some(lock(&self.journal).shape().clone());
         if self.layout.is_none() {
             self.next_first = Some(last + 1);
+        }
+        if empty {
+            self.stats.empty_objects.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                "sink {}: the object at {first} ({key}) holds no record: not stored",
+                self.name
+            );
+            return Ok(());
         }
         self.pending.insert(first);
         if open.upload.is_none() && parts.is_empty() {

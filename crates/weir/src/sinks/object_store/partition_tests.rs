@@ -456,3 +456,48 @@ async fn a_schema_changed_across_a_restart_starts_new_files_read_together_by_nam
     );
     assert_eq!(stdout.trim(), "ok: 250 150 100 DOUBLE BIGINT");
 }
+
+#[tokio::test]
+async fn a_partition_whose_records_all_go_to_the_quarantine_stores_no_object() {
+    let f = Fixture::new();
+    let out = f.root.join("lake");
+    let config = f.config(
+        &format!("file://{}", out.display()),
+        "layout = \"device={/device}\"\n\
+         schema.columns = [ { name = \"device\", path = \"/device\", type = \"string\" }, { name = \"temp\", path = \"/temp\", type = \"float64\" } ]\n",
+    );
+    let mut sink = f.open(&config);
+    sink.resume_at(0);
+    let mut rejects = Vec::new();
+    let good = telemetry(0, 10, 2, 1);
+    let mut records = good.records.clone();
+    let mut positions = good.positions.clone();
+    records.push(Record {
+        payload: Bytes::from_static(br#"{"device":"bad","temp":"hot"}"#),
+        ..records[0].clone()
+    });
+    positions.push(Position {
+        offset: 10,
+        time_ms: 0,
+    });
+    let batch = Arc::new(SinkBatch {
+        records,
+        positions,
+        next_offset: 11,
+        ..SinkBatch::default()
+    });
+    sink.write(&batch, &mut rejects).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), Some(11));
+    assert_eq!(rejects.len(), 1, "the bad record is quarantined");
+    let folders: BTreeSet<String> = files(&out)
+        .keys()
+        .map(|k| k.rsplit_once('/').unwrap().0.to_owned())
+        .collect();
+    assert_eq!(
+        folders,
+        BTreeSet::from(["lake/device=d0".to_owned(), "lake/device=d1".to_owned()])
+    );
+    let stats = sink.stats();
+    assert_eq!(stats.empty_objects.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.objects.load(Ordering::Relaxed), 2);
+}

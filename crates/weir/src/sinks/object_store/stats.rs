@@ -41,6 +41,9 @@ pub struct ObjectStoreStats {
     pub encoder_bytes: AtomicU64,
     /// Objects open now (one per partition with records since its last close).
     pub open_objects: AtomicU64,
+    /// Objects closed with no record in them (every one quarantined or filtered): in the
+    /// journal, not stored.
+    pub empty_objects: AtomicU64,
     /// Objects closed, by reason (`closes` in `/status`).
     pub closes: ObjectCloses,
     /// Why requests are failing: the last failed attempt's error, until an attempt
@@ -150,6 +153,7 @@ impl ObjectStoreSink {
                 "max_encoder_bytes": encoder_bound,
                 "closes": stats.closes.0.status(),
                 "open_objects": get(&stats.open_objects),
+                "empty_objects": get(&stats.empty_objects),
                 "max_open_objects": open_bound,
                 "layout": layout,
             });
