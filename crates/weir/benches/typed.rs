@@ -14,8 +14,9 @@
 //! 3. **Query**: DuckDB's `SELECT device, date_trunc('hour', ts) AS h, avg(temp) …
 //!    GROUP BY ALL` over the typed file (where `ts` is a `TIMESTAMP WITH TIME ZONE`),
 //!    against the same query over the envelope file with each field extracted from the
-//!    payload (`json_extract…(decode(payload), '$.field')`, `ts` through `epoch_ms`, a
-//!    `TIMESTAMP`), both in one Python process, each timed after one warm-up, the two
+//!    payload (`json_extract…(decode(payload), '$.field')`, `ts` through `epoch_ms` cast
+//!    to `TIMESTAMPTZ`, so that both truncate the same type to the hour), both in one
+//!    Python process, each timed after one warm-up, the two
 //!    alternating, their results checked equal: JSON time ÷ typed time, target ≥ 5. It
 //!    runs `python3` from `PATH` (or `WEIR_BENCH_PYTHON`) with the `duckdb` module;
 //!    without it, the bench says that this ratio was not measured and why.
@@ -190,7 +191,7 @@ typed = f"""SELECT device, date_trunc('hour', ts) AS h, avg(temp) AS t
 FROM read_parquet({quoted(typed_file)}) GROUP BY ALL"""
 payload = "decode(payload)"
 json = f"""SELECT json_extract_string({payload}, '$.device') AS device,
-  date_trunc('hour', epoch_ms(CAST(json_extract({payload}, '$.ts') AS BIGINT))) AS h,
+  date_trunc('hour', CAST(epoch_ms(CAST(json_extract({payload}, '$.ts') AS BIGINT)) AS TIMESTAMPTZ)) AS h,
   avg(CAST(json_extract({payload}, '$.temp') AS DOUBLE)) AS t
 FROM read_parquet({quoted(envelope_file)}) GROUP BY ALL"""
 con = duckdb.connect()

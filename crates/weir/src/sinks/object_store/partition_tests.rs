@@ -201,7 +201,7 @@ async fn a_replay_from_the_committed_cursor_puts_every_record_in_exactly_one_obj
         // in ten) whose objects stay open, hold the cursor back, and are closed early
         // when more than six partitions have records.
         let device = |i: u64| {
-            if i % 10 == 0 {
+            if i.is_multiple_of(10) {
                 format!("r{}", i / 10 % 6)
             } else {
                 format!("d{}", i % 3)
@@ -225,13 +225,12 @@ async fn a_replay_from_the_committed_cursor_puts_every_record_in_exactly_one_obj
                     .unwrap();
                 committed = w.durable_through.unwrap_or(committed);
                 at = to;
-                if at % 3 == seed % 3 {
-                    if let Ok(settled) =
+                if at % 3 == seed % 3
+                    && let Ok(settled) =
                         tokio::time::timeout(std::time::Duration::from_millis(50), sink.settled())
                             .await
-                    {
-                        committed = settled.unwrap().unwrap_or(committed);
-                    }
+                {
+                    committed = settled.unwrap().unwrap_or(committed);
                 }
             }
             // A crash: open objects and uploads in flight are left as they are.
