@@ -6,6 +6,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
 use super::*;
+use crate::sinks::parquet::python_tests::run_python;
+
+/// A `file://` sink in the fixture's `lake` directory with `keys`, resumed at 0; the
+/// directory.
+fn file_sink(f: &Fixture, keys: &str) -> (std::path::PathBuf, ObjectStoreSink) {
+    let out = f.root.join("lake");
+    let config = f.config(&format!("file://{}", out.display()), keys);
+    let mut sink = f.open(&config);
+    sink.resume_at(0);
+    (out, sink)
+}
 
 /// Records `from..to` of `devices` devices (`{"device":"dN","i":I,"ts":MS}`), in runs
 /// of `run` records of one device (device `i / run % devices`); event time `ts` is one
@@ -110,13 +121,10 @@ async fn each_record_goes_to_the_object_of_its_partition() {
 #[tokio::test]
 async fn past_max_open_partitions_the_least_recently_written_object_closes() {
     let f = Fixture::new();
-    let out = f.root.join("lake");
-    let config = f.config(
-        &format!("file://{}", out.display()),
+    let (out, mut sink) = file_sink(
+        &f,
         "format = \"ndjson\"\nlayout = \"device={/device}\"\nmax_open_partitions = 8\n",
     );
-    let mut sink = f.open(&config);
-    sink.resume_at(0);
     let stats = sink.stats();
     let mut rejects = Vec::new();
     // 100 devices, in batches of 50: every batch needs more partitions than may be open.
@@ -140,13 +148,10 @@ async fn past_max_open_partitions_the_least_recently_written_object_closes() {
 #[tokio::test]
 async fn the_cursor_waits_for_the_oldest_open_object_of_any_partition() {
     let f = Fixture::new();
-    let out = f.root.join("lake");
-    let config = f.config(
-        &format!("file://{}", out.display()),
+    let (_, mut sink) = file_sink(
+        &f,
         "format = \"ndjson\"\nlayout = \"device={/device}\"\nrotate = { bytes = \"4 KiB\" }\n",
     );
-    let mut sink = f.open(&config);
-    sink.resume_at(0);
     let mut rejects = Vec::new();
     // d0 fills 4 KiB quickly; d1 gets one record at offset 1 and none after.
     let mut durable = None;
@@ -377,18 +382,7 @@ schema.columns = [
         files(&out).keys()
     );
 
-    let output = std::process::Command::new("python3")
-        .args(["-c", HIVE_QUERY])
-        .arg(&out)
-        .args(["1000", "4", "10"])
-        .output()
-        .expect("python3 runs; install it, then `pip install pyarrow duckdb`");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "DuckDB could not read the partitions (missing modules? run `pip install pyarrow duckdb`):\nstdout: {stdout}\nstderr: {stderr}"
-    );
+    let stdout = run_python(HIVE_QUERY, &[&out.display().to_string(), "1000", "4", "10"]);
     assert!(stdout.starts_with("ok: 1000 rows, 40 groups"), "{stdout}");
 }
 
@@ -442,17 +436,7 @@ async fn a_schema_changed_across_a_restart_starts_new_files_read_together_by_nam
     assert_eq!(sink.finish().await.unwrap(), Some(250));
     assert!(rejects.is_empty());
     assert_eq!(files(&out).len(), 2);
-    let output = std::process::Command::new("python3")
-        .args(["-c", UNION_QUERY])
-        .arg(&out)
-        .output()
-        .expect("python3 runs; install it, then `pip install pyarrow duckdb`");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = run_python(UNION_QUERY, &[&out.display().to_string()]);
     assert_eq!(stdout.trim(), "ok: 250 150 100 DOUBLE BIGINT");
 }
 

@@ -39,7 +39,7 @@ mod writer;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
-mod python_tests;
+pub(crate) mod python_tests;
 #[cfg(test)]
 mod tests;
 

@@ -63,6 +63,25 @@ assert kv["weir.first_offset"] == "0", kv
 print(f"ok: {count} rows in {len(files)} files read by pyarrow {pa.__version__} and duckdb {duckdb.__version__}")
 "#;
 
+/// Runs the Python `script` with `args` (`python3` from the PATH, which needs pyarrow
+/// and duckdb); returns what it printed, failing with its output if it failed.
+pub(crate) fn run_python(script: &str, args: &[&str]) -> String {
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3 runs; install it, then `pip install pyarrow duckdb`");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "reading weir's Parquet files from Python failed (missing modules? run \
+         `pip install pyarrow duckdb`):\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    stdout
+}
+
 #[test]
 fn files_open_in_pyarrow_and_duckdb() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -80,19 +99,7 @@ fn files_open_in_pyarrow_and_duckdb() {
             .expect("write")
             .expect("rotated");
     }
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(READ_BACK)
-        .arg(dir.path())
-        .arg("120")
-        .output()
-        .expect("python3 runs; install it, then `pip install pyarrow duckdb`");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "reading weir's Parquet files from Python failed (missing modules? run \
-         `pip install pyarrow duckdb`):\nstdout: {stdout}\nstderr: {stderr}"
-    );
+    let dir_arg = dir.path().display().to_string();
+    let stdout = run_python(READ_BACK, &[&dir_arg, "120"]);
     assert!(stdout.starts_with("ok: 120 rows in 3 files"), "{stdout}");
 }
