@@ -348,7 +348,12 @@ impl SinkKeys for ObjectStoreConfig {
                 Some(open.into()),
                 times(open, bytes),
                 format!(
-                    "max_open_partitions {open} open objects, each with {}",
+                    "max_open_partitions {open} open {}, each with {}",
+                    if self.directory().is_some() {
+                        "files"
+                    } else {
+                        "objects"
+                    },
                     note.trim_start_matches("the open object: ")
                 ),
             );
