@@ -15,7 +15,7 @@
 //! | [`file`] | NDJSON files, rotated by bytes and age | the batch is written and fsynced |
 //! | [`parquet`] | Parquet files, rotated by bytes and age | the file holding the batch is closed and renamed |
 //! | [`blackhole`] | nothing; counts, optionally at a limited rate | at once |
-//! | [`object_store`] | Parquet or NDJSON objects in S3, GCS, Azure, a directory | the object's PUT or CompleteMultipartUpload succeeded, in WAL order |
+//! | [`object_store`] | Parquet or NDJSON objects in S3, GCS, Azure, a directory, partitioned by a `layout` | the objects holding the batch's records are stored (PUT or CompleteMultipartUpload) |
 //! | [`http`] | batches sent to an HTTP endpoint | the endpoint answered 2xx (refused records: in the quarantine) |
 //! | [`nats`] | messages published to a JetStream subject | every PubAck of the batch came back (deduplicated by `Nats-Msg-Id` on replay) |
 
