@@ -61,8 +61,8 @@ enum Take {
 
 /// Where a record of a partition goes when no object of that partition is open.
 enum Place {
-    /// Into a stored object (recorded as starting below where the replay began): it
-    /// is there already.
+    /// Into a stored object (recorded as starting below where the replay began, and
+    /// found in the store at recovery): it is there already.
     Stored,
     /// Into the recorded object at `first`, cut again at its recorded end.
     Recorded { first: u64 },
@@ -446,10 +446,14 @@ impl ObjectStoreSink {
             .find(|(_, r)| r.partition == partition);
         match recorded {
             Some((&first, r)) if r.last.is_some_and(|last| offset <= last) => {
-                if first < self.replay_from {
+                if first >= self.replay_from {
+                    Place::Recorded { first }
+                } else if self.stored.contains(&first) {
                     Place::Stored
                 } else {
-                    Place::Recorded { first }
+                    // Closed but never stored, and its first records are gone from
+                    // the WAL: what is left of it goes to a new object.
+                    Place::New
                 }
             }
             _ => Place::New,

@@ -73,7 +73,51 @@ impl ObjectStoreSink {
             !renamed
         });
         self.compact_journal(committed).await?;
+        self.find_stored(committed).await?;
         self.needs_recovery = false;
+        Ok(())
+    }
+
+    /// With a layout: which recorded objects that start before `from` (where the replay
+    /// starts) and end at or after it the store holds. Their records from `from` on are
+    /// in them already, and the replay skips those. One the store does not hold was
+    /// closed but never stored: the replay starts past its first offset only when the
+    /// WAL no longer has its earlier records (evicted, counted by the WAL), and its
+    /// records from `from` on go to new objects instead.
+    async fn find_stored(&mut self, from: u64) -> Result<(), SinkError> {
+        self.stored.clear();
+        if self.layout.is_none() {
+            return Ok(());
+        }
+        let straddling: Vec<(u64, String)> = self
+            .recorded
+            .range(..from)
+            .filter(|(_, r)| r.last.is_some_and(|last| last >= from))
+            .map(|(&first, r)| (first, r.key.clone()))
+            .collect();
+        for (first, key) in straddling {
+            let store = self.store.clone();
+            let held = self
+                .with_retries("HeadObject", || {
+                    let (store, key) = (store.clone(), key.clone());
+                    async move { store.exists(&key).await }
+                })
+                .await
+                .map_err(|e| {
+                    abandoned(
+                        &self.name,
+                        format!("asking the store for a recorded object: {e}"),
+                    )
+                })?;
+            if held {
+                self.stored.insert(first);
+            } else {
+                tracing::warn!(
+                    "sink {}: the object at offset {first} ({key}) was recorded as closed but is not in the store; its records from offset {from} on are written again in new objects (the WAL no longer holds the earlier ones)",
+                    self.name
+                );
+            }
+        }
         Ok(())
     }
 

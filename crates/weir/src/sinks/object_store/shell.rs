@@ -87,6 +87,9 @@ pub struct ObjectStoreSink {
     pub(super) replay_from: u64,
     /// The first offsets of closed objects not yet stored.
     pub(super) pending: BTreeSet<u64>,
+    /// With a layout: the first offsets of the recorded objects that start before
+    /// `replay_from`, end after it, and are in the store (found at recovery).
+    pub(super) stored: BTreeSet<u64>,
     /// The end (next offset) of the last batch handed over since the last reset.
     pub(super) read_end: Option<u64>,
     /// `layout`, and the `event_time` it may read.
@@ -215,6 +218,7 @@ impl ObjectStoreSink {
             next_first: None,
             replay_from: 0,
             pending: BTreeSet::new(),
+            stored: BTreeSet::new(),
             read_end: None,
             layout: config.partitioning.layout.clone(),
             event_time: config.schema.as_ref().and_then(|s| s.event_time.clone()),
@@ -355,6 +359,7 @@ impl ObjectStoreSink {
         }
         self.open.clear();
         self.pending.clear();
+        self.stored.clear();
         self.read_end = None;
         self.next_first = Some(next_offset);
         self.replay_from = next_offset;
