@@ -160,6 +160,31 @@ fn rotation_sees_the_room_left_on_the_wals_filesystem() {
 /// retried ENOSPC for ever). Once files are moved away, it goes on by itself.
 #[test]
 fn a_lake_on_the_wals_filesystem_leaves_the_wals_reserve_alone() {
+    lake_on_the_wals_filesystem("");
+}
+
+/// The same with a layout: the files, in their partitions' folders, are written by the
+/// object-store engine, which keeps off the WAL's reserve too.
+#[test]
+fn a_partitioned_lake_on_the_wals_filesystem_leaves_the_wals_reserve_alone() {
+    lake_on_the_wals_filesystem("layout = \"k={key}\"\n");
+}
+
+/// Every `.parquet` file under `dir`, in any folder.
+fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(parquet_files(&path));
+        } else if path.extension().is_some_and(|e| e == "parquet") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn lake_on_the_wals_filesystem(layout: &str) {
     let dir = tempfile::tempdir().unwrap();
     let Some(fs) = run_support::tmpfs::SmallFs::mount(&dir.path().join("small"), "24m") else {
         return;
@@ -171,7 +196,9 @@ fn a_lake_on_the_wals_filesystem_leaves_the_wals_reserve_alone() {
         status,
         "max_disk = \"1 GiB\"",
         &lake,
-        "retry = { initial = \"100ms\", max = \"500ms\" }\nrotate = { age = \"1s\" }",
+        &format!(
+            "retry = {{ initial = \"100ms\", max = \"500ms\" }}\nrotate = {{ age = \"1s\" }}\n{layout}"
+        ),
     );
     let path = write_config(dir.path(), &text);
     let daemon = Daemon::start(dir.path(), &path, status, &[]);
@@ -204,15 +231,17 @@ fn a_lake_on_the_wals_filesystem_leaves_the_wals_reserve_alone() {
 
     // The operator moves the lake's files away: it goes on.
     let before = s["sources"]["gen"]["records"].as_u64().unwrap();
-    for entry in std::fs::read_dir(&lake).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "parquet") {
-            std::fs::remove_file(path).unwrap();
-        }
+    for path in parquet_files(&lake) {
+        std::fs::remove_file(path).unwrap();
     }
     daemon.wait_for("the pipeline to go on", Duration::from_secs(30), |s| {
         s["sources"]["gen"]["records"].as_u64().unwrap_or(0) > before + 20_000
     });
+    // Room again for the files the shutdown closes (with a layout, one per open
+    // partition): on a full disk they would be retried until shutdown_timeout.
+    for path in parquet_files(&lake) {
+        std::fs::remove_file(path).unwrap();
+    }
     assert_eq!(daemon.stop(), Some(0));
     drop(fs);
 }

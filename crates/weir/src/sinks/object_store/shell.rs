@@ -97,6 +97,9 @@ pub struct ObjectStoreSink {
     pub(super) event_time: Option<EventTime>,
     /// `max_open_partitions` (1 without a layout).
     pub(super) max_open: usize,
+    /// A `file://` store on the WAL's filesystem: a batch that would take the WAL's
+    /// reserve waits instead.
+    pub(super) reserve: Option<crate::sinks::reserve::WalReserve>,
     /// Batches written: when each open object last had records (closed first when too
     /// many partitions are open: the least recently written).
     pub(super) writes: u64,
@@ -223,6 +226,12 @@ impl ObjectStoreSink {
             layout: config.partitioning.layout.clone(),
             event_time: config.schema.as_ref().and_then(|s| s.event_time.clone()),
             max_open: config.partitioning.max_open() as usize,
+            reserve: match &config.location {
+                super::config::Location::File { dir } => {
+                    crate::sinks::reserve::WalReserve::for_dir(cx.wal.dir(), dir)
+                }
+                _ => None,
+            },
             writes: 0,
             stats,
         };
@@ -376,6 +385,21 @@ impl Sink for ObjectStoreSink {
         if self.needs_recovery {
             let committed = self.next_first.unwrap_or(0);
             self.recover(committed).await.map_err(|e| self.failed(e))?;
+        }
+        // If the batch's payloads would take the WAL's reserve, nothing of the batch is
+        // taken, and the driver offers it again after its backoff (the open objects stay
+        // as they are). What the open objects' encoders hold already is not counted:
+        // with many partitions open it can be most of a small disk, and counting it would
+        // refuse every batch while nothing closes them.
+        if let Some(reserve) = &self.reserve {
+            let needed = batch.bytes;
+            if let Err(reason) = reserve.check(needed) {
+                return Err(SinkError::Io {
+                    action: "writing into",
+                    path: reserve.dir().to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::StorageFull, reason),
+                });
+            }
         }
         let before = rejects.len();
         self.write_batch(batch, rejects)
