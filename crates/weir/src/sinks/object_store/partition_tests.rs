@@ -378,9 +378,20 @@ assert pruned == rows // devices // hours, pruned
 print(f"ok: {count} rows, {len(groups)} groups, duckdb {duckdb.__version__}")
 "#;
 
+/// A `parquet` sink named `lake` of the keys in `text`, opened in the fixture.
+fn parquet_sink(f: &Fixture, text: &str) -> crate::sinks::parquet::ParquetOutput {
+    let table: toml::Table = text.parse().unwrap();
+    let diag = Diagnostics::default();
+    let mut section = Section::new("sinks.lake".into(), &table, &diag);
+    let config = crate::sinks::parquet::ParquetConfig::parse(&mut section).unwrap();
+    section.finish();
+    let errors: Vec<String> = diag.into_errors().iter().map(ToString::to_string).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    config.open("lake", &f.context()).unwrap()
+}
+
 #[tokio::test]
 async fn a_parquet_sink_with_a_layout_writes_hive_partitions_duckdb_reads_typed() {
-    use crate::sinks::parquet::ParquetConfig;
     let f = Fixture::new();
     let out = f.root.join("lake");
     let text = format!(
@@ -395,14 +406,7 @@ schema.columns = [
 "#,
         out.display()
     );
-    let table: toml::Table = text.parse().unwrap();
-    let diag = Diagnostics::default();
-    let mut section = Section::new("sinks.lake".into(), &table, &diag);
-    let config = ParquetConfig::parse(&mut section).unwrap();
-    section.finish();
-    let errors: Vec<String> = diag.into_errors().iter().map(ToString::to_string).collect();
-    assert!(errors.is_empty(), "{errors:?}");
-    let mut sink = config.open("lake", &f.context()).unwrap();
+    let mut sink = parquet_sink(&f, &text);
     sink.resume_at(0);
     let mut rejects = Vec::new();
     // 4 devices, 10 event hours (100 records each): 40 partitions, 16 open at most.
@@ -441,7 +445,6 @@ print(f"ok: {total} {with_hum} {without_hum} {kinds['temp']} {kinds['hum']}")
 
 #[tokio::test]
 async fn a_schema_changed_across_a_restart_starts_new_files_read_together_by_name() {
-    use crate::sinks::parquet::ParquetConfig;
     let f = Fixture::new();
     let out = f.root.join("lake");
     let sink_with = |columns: &str| {
@@ -449,13 +452,7 @@ async fn a_schema_changed_across_a_restart_starts_new_files_read_together_by_nam
             "path = \"{}\"\nschema.columns = [ {columns} ]\n",
             out.display()
         );
-        let table: toml::Table = text.parse().unwrap();
-        let diag = Diagnostics::default();
-        let mut section = Section::new("sinks.lake".into(), &table, &diag);
-        let config = ParquetConfig::parse(&mut section).unwrap();
-        section.finish();
-        assert!(diag.into_errors().is_empty());
-        config.open("lake", &f.context()).unwrap()
+        parquet_sink(&f, &text)
     };
     let first = r#"{ name = "device", path = "/device", type = "string" }, { name = "temp", path = "/temp", type = "float64" }"#;
     let mut sink = sink_with(first);
