@@ -42,14 +42,14 @@ use arrow_schema::{DataType, Field, Schema};
 use tokio::sync::watch;
 use weir::keys::{Diagnostics, Section};
 use weir::pipeline::SinkStats;
-use weir::pipeline::driver::{self, DriverConfig, Outcome, Phase};
+use weir::pipeline::driver::{self, Outcome, Phase};
 use weir::quarantine::Quarantine;
 use weir::record::Record;
 use weir::sinks::parquet::{Compression, EncoderSettings, ParquetEncoder, ParquetEncoding};
 use weir::sinks::schema::{SchemaConfig, Typed};
 use weir::sinks::{SinkConfig, SinkContext};
 use weir::telemetry::{ComponentKind, Telemetry};
-use weir_wal::{Batch, CursorConfig, OnFull, ReadLimits, SyncMode, Wal, WalConfig};
+use weir_wal::{Batch, CursorConfig, OnFull, SyncMode, Wal, WalConfig};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -348,18 +348,7 @@ async fn drain(wal: &Wal, dir: &Path, name: &str, config: &SinkConfig) -> f64 {
     stats.detail = detail;
     stats.unencodable = unencodable;
     let stats = Arc::new(stats);
-    let driver_config = DriverConfig {
-        name: name.to_owned(),
-        inputs: config.inputs.clone(),
-        limits: ReadLimits {
-            max_records: config.read_batch_records.get() as usize,
-            max_bytes: config.read_batch_bytes.bytes(),
-        },
-        channel_batches: config.channel_batches.get() as usize,
-        retry_initial: config.retry.initial.get(),
-        retry_max: config.retry.max.get(),
-        filter: config.filter.clone(),
-    };
+    let driver_config = config.driver_config(name);
     let end = wal.durable_end();
     let (_phase, phase) = watch::channel(Phase::Drain(end));
     let reader = wal.reader(name).expect("the sink's cursor");

@@ -16,11 +16,11 @@ use anyhow::Context as _;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use weir_flow::semaphore::DualSemaphore;
-use weir_wal::{ReadLimits, Wal};
+use weir_wal::Wal;
 
 use super::status::{Registry, SinkEntry};
 use crate::config::{SinkConfig, SourceConfig};
-use crate::pipeline::driver::{self, DriverConfig, Phase};
+use crate::pipeline::driver::{self, Phase};
 use crate::pipeline::{Detail, Ingest, Reserved, SinkStats, SourceStats};
 use crate::quarantine::Quarantine;
 use crate::sinks::{ConfigStamp, Sink, SinkContext};
@@ -130,18 +130,7 @@ impl Pipeline {
                 max_lag: serde_json::to_value(config.max_lag).unwrap_or_default(),
             },
         );
-        let driver_config = DriverConfig {
-            name: name.to_owned(),
-            inputs: config.inputs.clone(),
-            limits: ReadLimits {
-                max_records: config.read_batch_records.get() as usize,
-                max_bytes: config.read_batch_bytes.bytes(),
-            },
-            channel_batches: config.channel_batches.get() as usize,
-            retry_initial: config.retry.initial.get(),
-            retry_max: config.retry.max.get(),
-            filter: config.filter.clone(),
-        };
+        let driver_config = config.driver_config(name);
         let (phase, phase_rx) = watch::channel(Phase::Run);
         let driver = tokio::spawn(driver::drive(
             driver_config,

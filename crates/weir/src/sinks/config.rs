@@ -72,6 +72,23 @@ pub struct Retry {
 }
 
 impl SinkConfig {
+    /// How the driver of the sink `name` reads for it: its inputs, read bounds,
+    /// channel, retry backoff and filter.
+    pub fn driver_config(&self, name: &str) -> crate::pipeline::driver::DriverConfig {
+        crate::pipeline::driver::DriverConfig {
+            name: name.to_owned(),
+            inputs: self.inputs.clone(),
+            limits: weir_wal::ReadLimits {
+                max_records: self.read_batch_records.get() as usize,
+                max_bytes: self.read_batch_bytes.bytes(),
+            },
+            channel_batches: self.channel_batches.get() as usize,
+            retry_initial: self.retry.initial.get(),
+            retry_max: self.retry.max.get(),
+            filter: self.filter.clone(),
+        }
+    }
+
     /// Default `read_batch_bytes`.
     pub const DEFAULT_READ_BATCH_BYTES: ByteSize = ByteSize::mib(1);
 
